@@ -1,0 +1,74 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "ccs-emulator",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "ccs-emulator", targets: ["ccs-emulator"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.30.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.10.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.0"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.5.0"),
+    ],
+    targets: [
+        .systemLibrary(name: "CExpat", path: "Sources/CExpat", pkgConfig: "expat",
+                       providers: [.apt(["libexpat1-dev"])]),
+        .target(name: "XMLStreaming", dependencies: ["CExpat"]),
+        .target(name: "CCSProtocol"),
+        .target(name: "CCSStore", dependencies: [
+            "CCSProtocol",
+            .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
+        .target(name: "CCSEngine", dependencies: [
+            "CCSProtocol", "CCSStore",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "XMPPServer", dependencies: [
+            "XMLStreaming", "CCSProtocol", "CCSEngine",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "HTTPAPI", dependencies: [
+            "CCSProtocol", "CCSEngine",
+            .product(name: "Hummingbird", package: "hummingbird"),
+        ]),
+        .target(name: "DeviceSimulator", dependencies: [
+            "XMLStreaming", "CCSProtocol",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        ]),
+        .target(name: "CCSEmulator", dependencies: [
+            "XMPPServer", "HTTPAPI", "CCSEngine", "CCSStore", "CCSProtocol",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "SwiftASN1", package: "swift-asn1"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .executableTarget(name: "ccs-emulator", dependencies: [
+            "CCSEmulator", "DeviceSimulator",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        .testTarget(name: "XMLStreamingTests", dependencies: ["XMLStreaming"]),
+        .testTarget(name: "CCSProtocolTests", dependencies: ["CCSProtocol"]),
+        .testTarget(name: "CCSStoreTests", dependencies: ["CCSStore"]),
+        .testTarget(name: "CCSEngineTests", dependencies: ["CCSEngine", "CCSStore"]),
+        .testTarget(name: "XMPPServerTests", dependencies: ["XMPPServer", "XMLStreaming", "CCSEngine", "CCSStore"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

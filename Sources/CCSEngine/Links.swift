@@ -1,0 +1,35 @@
+import CCSStore
+
+/// How the engine reaches a connected simulated device. Implemented by the device channel; every
+/// method may be called from any thread and must hop to the connection's own thread itself.
+public protocol DeviceLink: AnyObject, Sendable {
+    /// Writes these messages (JSON objects, as the app sees them) to the device.
+    func deliver(_ messages: [QueuedMessage])
+    /// Closes the connection (the device went offline, or was uninstalled).
+    func close()
+}
+
+/// How the engine reaches one app-server connection.
+public protocol AppServerLink: AnyObject, Sendable {
+    /// Sends CONNECTION_DRAINING and closes the connection after the grace period.
+    func drain()
+    /// Pending downstream (accepted, not yet answered) on this connection, for the admin API.
+    var pendingCount: Int { get }
+    var isDraining: Bool { get }
+}
+
+public struct AppServerConnectionInfo: Sendable, Equatable {
+    public var id: String
+    public var senderID: String
+    public var remoteAddress: String
+    public var connectedAtMillis: Int64
+    public var resource: String?
+
+    public init(id: String, senderID: String, remoteAddress: String, connectedAtMillis: Int64, resource: String? = nil) {
+        self.id = id
+        self.senderID = senderID
+        self.remoteAddress = remoteAddress
+        self.connectedAtMillis = connectedAtMillis
+        self.resource = resource
+    }
+}

@@ -1,0 +1,209 @@
+import CCSProtocol
+import Foundation
+import NIOCore
+import NIOPosix
+import NIOSSL
+import XMLStreaming
+
+/// What a simulated device needs to log in on the device channel.
+public struct DeviceCredentials: Sendable, Equatable {
+    public var token: String
+    public var deviceID: String
+    public var secret: String
+    public var app: String
+    public var senders: [String]
+    public var platform: String
+
+    public init(token: String, deviceID: String, secret: String, app: String, senders: [String], platform: String) {
+        self.token = token
+        self.deviceID = deviceID
+        self.secret = secret
+        self.app = app
+        self.senders = senders
+        self.platform = platform
+    }
+
+    /// From the JSON the registration API returns.
+    public init?(json: JSONValue) {
+        guard case .object(let o) = json, case .string(let token)? = o["token"],
+              case .string(let id)? = o["device_id"], case .string(let secret)? = o["device_secret"] else { return nil }
+        self.token = token
+        self.deviceID = id
+        self.secret = secret
+        if case .string(let app)? = o["app"] { self.app = app } else { self.app = "" }
+        if case .array(let s)? = o["senders"] {
+            senders = s.compactMap { if case .string(let v) = $0 { return v } else { return nil } }
+        } else { senders = [] }
+        if case .string(let p)? = o["platform"] { platform = p } else { platform = "android" }
+    }
+}
+
+public enum DeviceEvent: Sendable, Equatable {
+    /// Authenticated and bound: messages flow from now on.
+    case connected
+    /// A downstream message, as the app sees it (a JSON object). It is ACKed right after this event.
+    case message(JSONValue)
+    case disconnected(reason: String?)
+}
+
+/// One connection of a simulated device to the device channel (docs/device-protocol.md).
+public final class DeviceConnection: Sendable {
+    let channel: any Channel
+
+    init(channel: any Channel) { self.channel = channel }
+
+    public static func connect(host: String, port: Int, caPEM: String, credentials: DeviceCredentials,
+                               group: any EventLoopGroup,
+                               onEvent: @escaping @Sendable (DeviceEvent) -> Void) async throws -> DeviceConnection {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(caPEM.utf8)))
+        let context = try NIOSSLContext(configuration: tls)
+        let isAddress = (try? SocketAddress(ipAddress: host, port: 0)) != nil
+        let channel = try await ClientBootstrap(group: group)
+            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        try NIOSSLClientHandler(context: context, serverHostname: isAddress ? nil : host))
+                    try channel.pipeline.syncOperations.addHandler(
+                        DeviceClientHandler(credentials: credentials, onEvent: onEvent))
+                }
+            }
+            .connect(host: host, port: port).get()
+        return DeviceConnection(channel: channel)
+    }
+
+    /// Closes the stream politely, then the socket.
+    public func close() async {
+        let channel = self.channel
+        try? await channel.eventLoop.submit {
+            if let handler = try? channel.pipeline.syncOperations.handler(type: DeviceClientHandler.self) {
+                handler.sendClose()
+            }
+        }.get()
+        try? await channel.close()
+    }
+
+    public var closeFuture: EventLoopFuture<Void> { channel.closeFuture }
+}
+
+/// The client side of the device channel: stream, SASL PLAIN with the device credentials, bind, then
+/// messages in and ACKs out.
+final class DeviceClientHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    enum Phase { case opening, authenticating, restarting, binding, connected }
+
+    let credentials: DeviceCredentials
+    let onEvent: @Sendable (DeviceEvent) -> Void
+    let parser = XMLStreamParser(limits: .postAuth)
+    var phase = Phase.opening
+    var context: ChannelHandlerContext?
+    var disconnectReason: String?
+
+    init(credentials: DeviceCredentials, onEvent: @escaping @Sendable (DeviceEvent) -> Void) {
+        self.credentials = credentials
+        self.onEvent = onEvent
+        parser.pauseAfter = { $0.name == "success" }
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func channelActive(context: ChannelHandlerContext) {
+        openStream()
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        onEvent(.disconnected(reason: disconnectReason))
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if disconnectReason == nil { disconnectReason = "\(error)" }
+        context.close(promise: nil)
+    }
+
+    private func openStream() {
+        send("<stream:stream to=\"devices.ccs-emulator\" version=\"1.0\" xmlns=\"jabber:client\" xmlns:stream=\"http://etherx.jabber.org/streams\">")
+    }
+
+    func sendClose() { send("</stream:stream>") }
+
+    private func send(_ text: String) {
+        guard let context else { return }
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: text)), promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        do {
+            var events = try buffer.withUnsafeReadableBytes { try parser.feed($0) }
+            while true {
+                for event in events { handle(event, context: context) }
+                guard parser.isPaused else { break }
+                parser.reset()
+                openStream()
+                events = try parser.feed([UInt8]())
+            }
+        } catch {
+            disconnectReason = "invalid XML from the server: \(error)"
+            context.close(promise: nil)
+        }
+    }
+
+    private func handle(_ event: XMLStreamEvent, context: ChannelHandlerContext) {
+        switch event {
+        case .streamOpen:
+            break
+        case .streamClose:
+            disconnectReason = disconnectReason ?? "the server closed the stream"
+            context.close(promise: nil)
+        case .stanza(let stanza):
+            stanzaReceived(stanza, context: context)
+        }
+    }
+
+    private func stanzaReceived(_ stanza: XMLElement, context: ChannelHandlerContext) {
+        switch (stanza.name, phase) {
+        case ("features", .opening):
+            let payload = Data("\0\(credentials.deviceID)\0\(credentials.secret)".utf8).base64EncodedString()
+            send("<auth xmlns=\"urn:ietf:params:xml:ns:xmpp-sasl\" mechanism=\"PLAIN\">\(payload)</auth>")
+            phase = .authenticating
+        case ("success", .authenticating):
+            phase = .restarting // the parser pauses here; channelRead restarts the stream
+        case ("failure", _):
+            disconnectReason = "authentication failed (unknown device, wrong secret, or app uninstalled)"
+            context.close(promise: nil)
+        case ("features", .restarting):
+            send("<iq type=\"set\" id=\"bind-1\"><bind xmlns=\"urn:ietf:params:xml:ns:xmpp-bind\"><resource>device</resource></bind></iq>")
+            phase = .binding
+        case ("iq", .binding) where stanza.attribute("id") == "bind-1":
+            guard stanza.attribute("type") == "result" else {
+                disconnectReason = "bind failed"
+                context.close(promise: nil)
+                return
+            }
+            phase = .connected
+            onEvent(.connected)
+        case ("message", .connected):
+            guard stanza.attribute("type") != "error",
+                  let gcm = stanza.firstChild(named: "gcm", namespace: "google:mobile:data"),
+                  let json = try? JSONValue.parse(gcm.text), case .object(let fields) = json else { return }
+            onEvent(.message(json))
+            if case .string(let id)? = fields["message_id"] {
+                let ack = JSONValue.object(["message_id": .string(id), "message_type": .string("ack")]).encoded()
+                send("<message><gcm xmlns=\"google:mobile:data\">\(XMLEscaping.escapeText(ack))</gcm></message>")
+            }
+        case ("error", _):
+            disconnectReason = "stream error: \(stanza.childElements.first?.name ?? "unknown")"
+            context.close(promise: nil)
+        case ("iq", _) where stanza.attribute("type") == "get" && stanza.firstChild(named: "ping", namespace: "urn:xmpp:ping") != nil:
+            send("<iq type=\"result\" id=\"\(XMLEscaping.escapeAttribute(stanza.attribute("id") ?? ""))\"/>")
+        default:
+            break
+        }
+    }
+}

@@ -1,0 +1,174 @@
+import CCSEngine
+import CCSProtocol
+import CCSStore
+import Foundation
+import Hummingbird
+import NIOCore
+
+/// Facts about the running emulator that the API reports (ports are known only once bound).
+public struct EmulatorInfo: Sendable {
+    public var ccsPort: Int
+    public var devicePort: Int
+    public var httpPort: Int
+    public var caCertPath: String
+    public var caCertPEM: String
+    public var dataDir: String
+
+    public init(ccsPort: Int, devicePort: Int, httpPort: Int, caCertPath: String, caCertPEM: String, dataDir: String) {
+        self.ccsPort = ccsPort
+        self.devicePort = devicePort
+        self.httpPort = httpPort
+        self.caCertPath = caCertPath
+        self.caCertPEM = caCertPEM
+        self.dataDir = dataDir
+    }
+}
+
+/// An error answered in Google's API error shape: `{"error":{"code":…,"message":…,"status":…}}`.
+struct APIError: Error, HTTPResponseError {
+    var status: HTTPResponse.Status
+    var message: String
+    var googleStatus: String
+
+    static func badRequest(_ message: String) -> APIError { APIError(status: .badRequest, message: message, googleStatus: "INVALID_ARGUMENT") }
+    static func notFound(_ message: String) -> APIError { APIError(status: .notFound, message: message, googleStatus: "NOT_FOUND") }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        JSONResponse.make(status: status, .object(["error": .object([
+            "code": .int(Int64(status.code)), "message": .string(message), "status": .string(googleStatus),
+        ])]))
+    }
+}
+
+enum JSONResponse {
+    static func make(status: HTTPResponse.Status = .ok, _ value: JSONValue) -> Response {
+        var buffer = ByteBuffer(string: value.encoded())
+        buffer.writeString("\n")
+        return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: buffer))
+    }
+}
+
+/// The emulator's own API under `/emulator/v1/` (docs/admin-api.md).
+public struct AdminAPI: Sendable {
+    let engine: Engine
+    let info: @Sendable () -> EmulatorInfo
+
+    public init(engine: Engine, info: @escaping @Sendable () -> EmulatorInfo) {
+        self.engine = engine
+        self.info = info
+    }
+
+    public func addRoutes(to router: Router<some RequestContext>) {
+        let v1 = router.group("emulator/v1")
+        v1.get("health") { _, _ in JSONResponse.make(.object(["status": .string("ok")])) }
+        v1.get("info") { _, _ in self.infoResponse() }
+        v1.get("ca.pem") { _, _ in
+            Response(status: .ok, headers: [.contentType: "application/x-pem-file"],
+                     body: .init(byteBuffer: ByteBuffer(string: self.info().caCertPEM)))
+        }
+        v1.post("devices") { request, context in try await self.registerDevice(request, context) }
+        v1.get("devices") { _, _ in
+            let counts = (try? self.engine.store.queueCounts()) ?? [:]
+            let devices = self.engine.allDevices().map { self.deviceJSON($0, queued: counts[$0.token] ?? 0, secrets: false) }
+            return JSONResponse.make(.object(["devices": .array(devices)]))
+        }
+        v1.get("devices/:token") { _, context in
+            let token = try context.parameters.require("token")
+            guard let device = self.engine.device(token: token) else { throw APIError.notFound("no device with token \(token)") }
+            let queue = (try? self.engine.store.queuedMessages(token: token)) ?? []
+            var json = self.deviceJSON(device, queued: queue.count, secrets: true)
+            if case .object(var fields) = json {
+                fields["queue"] = .array(queue.map(Self.queuedJSON))
+                json = .object(fields)
+            }
+            return JSONResponse.make(json)
+        }
+        v1.get("connections") { _, _ in
+            let list = self.engine.connections().map { c -> JSONValue in
+                var fields: [String: JSONValue] = [
+                    "id": .string(c.info.id), "sender_id": .string(c.info.senderID),
+                    "remote_address": .string(c.info.remoteAddress),
+                    "connected_at": .int(Int64(c.info.connectedAtMillis)),
+                    "pending": .int(Int64(c.pending)), "draining": .bool(c.draining),
+                ]
+                if let jid = c.info.resource { fields["jid"] = .string(jid) }
+                return .object(fields)
+            }
+            return JSONResponse.make(.object(["connections": .array(list)]))
+        }
+        v1.post("connections/:id/drain") { _, context in
+            let id = try context.parameters.require("id")
+            guard self.engine.drain(connectionID: id) else { throw APIError.notFound("no connection with id \(id)") }
+            return JSONResponse.make(status: .accepted, .object(["id": .string(id), "draining": .bool(true)]))
+        }
+    }
+
+    private func infoResponse() -> Response {
+        let i = info()
+        return JSONResponse.make(.object([
+            "ccs_port": .int(Int64(i.ccsPort)), "device_port": .int(Int64(i.devicePort)),
+            "http_port": .int(Int64(i.httpPort)), "ca_cert": .string(i.caCertPath),
+            "data_dir": .string(i.dataDir), "auth": .string(engine.configuration.authMode.rawValue),
+        ]))
+    }
+
+    private func registerDevice(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let body = try await request.body.collect(upTo: 1 << 20)
+        guard case .object(let fields)? = try? JSONValue.parse(String(buffer: body)) else {
+            throw APIError.badRequest("the body must be a JSON object")
+        }
+        guard case .string(let app)? = fields["app"] else { throw APIError.badRequest("\"app\" (string) is required") }
+        var senders: [String] = []
+        switch fields["senders"] ?? fields["sender"] {
+        case .array(let items)?:
+            for item in items {
+                switch item {
+                case .string(let s): senders.append(s)
+                case .int(let n) where n >= 0: senders.append(String(n))
+                default: throw APIError.badRequest("\"senders\" must be an array of sender IDs")
+                }
+            }
+        case .string(let s)?: senders = [s]
+        default: throw APIError.badRequest("\"senders\" (array of sender IDs) is required")
+        }
+        var platform = "android"
+        if let p = fields["platform"] {
+            guard case .string(let s) = p else { throw APIError.badRequest("\"platform\" must be a string") }
+            platform = s
+        }
+        do {
+            let record = try await engine.registerDevice(app: app, senders: senders, platform: platform)
+            return JSONResponse.make(status: .created, deviceJSON(record, queued: 0, secrets: true))
+        } catch {
+            switch error {
+            case .invalidRequest(let m): throw APIError.badRequest(m)
+            case .unknownSender: throw APIError(status: .forbidden, message: error.description, googleStatus: "PERMISSION_DENIED")
+            case .storeFailure: throw APIError(status: .internalServerError, message: error.description, googleStatus: "INTERNAL")
+            }
+        }
+    }
+
+    func deviceJSON(_ d: DeviceRecord, queued: Int, secrets: Bool) -> JSONValue {
+        var fields: [String: JSONValue] = [
+            "token": .string(d.token), "device_id": .string(d.deviceID), "app": .string(d.app),
+            "platform": .string(d.platform), "senders": .array(d.senders.map { .string($0) }),
+            "status": .string(d.status), "created_at": .int(Int64(d.createdAt)),
+            "online": .bool(engine.isOnline(token: d.token)), "queued": .int(Int64(queued)),
+        ]
+        if secrets { fields["device_secret"] = .string(d.secret) }
+        return .object(fields)
+    }
+
+    static func queuedJSON(_ m: QueuedMessage) -> JSONValue {
+        var fields: [String: JSONValue] = [
+            "message_id": .string(m.deviceMessageID), "app_message_id": .string(m.appMessageID),
+            "sender_id": .string(m.senderID), "priority": .string(m.priority),
+            "time_to_live": .int(Int64(m.timeToLive)), "enqueued_at": .int(Int64(m.enqueuedAt)),
+            "expires_at": .int(Int64(m.expiresAt)),
+            "delivery_receipt_requested": .bool(m.deliveryReceiptRequested),
+            "payload": (try? JSONValue.parse(m.payload)) ?? .string(m.payload),
+        ]
+        if let ck = m.collapseKey { fields["collapse_key"] = .string(ck) }
+        return .object(fields)
+    }
+}

@@ -1,0 +1,95 @@
+import CCSEngine
+import CCSProtocol
+import NIOCore
+import XMLStreaming
+
+/// Port 5235: what an authenticated app server's stanzas mean (spec §2–§4).
+extension XMPPConnectionHandler {
+    func appServerStanza(_ stanza: XMLElement) {
+        guard stanza.name == "message", let gcm = stanza.firstChild(named: "gcm", namespace: NS.gcm) else {
+            return // CCS gives no meaning to other stanzas
+        }
+        switch AppServerStanzaDecoder.decode(gcm.text) {
+        case .failure(.stanzaError(let description)):
+            write(stanzaError(echoing: stanza, gcmText: gcm.text, description: description))
+        case .failure(.nack(let nack)):
+            write(nackStanza(nack))
+        case .success(.ack), .success(.nack):
+            // ACKs of upstream messages and receipts: there is no upstream traffic to acknowledge yet.
+            break
+        case .success(.downstream(let message)):
+            downstream(message)
+        }
+    }
+
+    private func downstream(_ message: DownstreamMessage) {
+        guard let link, let sender = principal else { return }
+        if link.isDraining {
+            write(nackStanza(Nack(messageID: message.messageID, from: message.to ?? message.condition,
+                                  code: .connectionDraining, description: "Connection is draining")))
+            return
+        }
+        if link.pendingCount >= configuration.maxPendingDownstream {
+            switch configuration.overLimitPolicy {
+            case .accept:
+                break
+            case .nack:
+                write(nackStanza(Nack(messageID: message.messageID, from: message.to ?? message.condition,
+                                      code: .serviceUnavailable,
+                                      description: "More than \(configuration.maxPendingDownstream) messages pending on this connection")))
+                return
+            case .close:
+                perform(negotiation.streamError("policy-violation",
+                                                text: "More than \(configuration.maxPendingDownstream) messages pending"))
+                return
+            }
+        }
+        link.pending.add(1, ordering: .relaxed)
+        let bound = link.handler
+        let loop = link.eventLoop
+        let messageID = message.messageID
+        engine.downstream(message, senderID: sender) { outcome in
+            loop.execute {
+                let handler = bound.value
+                handler.link?.pending.subtract(1, ordering: .relaxed)
+                switch outcome {
+                case .ack(let from):
+                    handler.writeAndScheduleFlush(Self.gcmMessage(OutgoingJSON.ack(messageID: messageID, from: from)))
+                case .nack(let nack):
+                    handler.writeAndScheduleFlush(handler.nackStanza(nack))
+                }
+            }
+        }
+    }
+
+    func nackStanza(_ nack: Nack) -> String {
+        Self.gcmMessage(OutgoingJSON.nack(nack))
+    }
+
+    static func gcmMessage(_ json: String) -> String {
+        "<message><gcm xmlns=\"google:mobile:data\">\(XMLEscaping.escapeText(json))</gcm></message>"
+    }
+
+    /// Spec §3.4: echoes the id and the payload; `to` is the client's full JID.
+    func stanzaError(echoing stanza: XMLElement, gcmText: String, description: String) -> String {
+        var head = "<message"
+        if let id = stanza.attribute("id") { head += " id=\"\(XMLEscaping.escapeAttribute(id))\"" }
+        head += " type=\"error\""
+        if let jid = negotiation.boundJID { head += " to=\"\(XMLEscaping.escapeAttribute(jid))\"" }
+        return head + "><gcm xmlns=\"google:mobile:data\">\(XMLEscaping.escapeText(gcmText))</gcm>"
+            + "<error code=\"400\" type=\"modify\"><bad-request xmlns=\"\(NS.stanzas)\"/>"
+            + "<text xmlns=\"\(NS.stanzas)\">\(XMLEscaping.escapeText(description))</text></error></message>"
+    }
+
+    func startDraining() {
+        guard role == .appServer, let link, let context, !closing, !link.isDraining else { return }
+        link.draining.store(true, ordering: .relaxed)
+        writeAndScheduleFlush("<message><data:gcm xmlns:data=\"google:mobile:data\">\(OutgoingJSON.connectionDraining)</data:gcm></message>")
+        let bound = link.handler
+        drainClose = context.eventLoop.scheduleTask(in: configuration.drainGracePeriod) {
+            let handler = bound.value
+            handler.write("</stream:stream>")
+            handler.close()
+        }
+    }
+}

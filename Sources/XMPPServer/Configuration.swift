@@ -1,0 +1,27 @@
+import NIOCore
+import XMLStreaming
+
+/// What to do when an app server has more unanswered downstream messages than the window allows.
+/// CCS's own behaviour is undocumented (spec §4); the default keeps going, which every client tolerates.
+public enum OverLimitPolicy: String, Sendable, CaseIterable {
+    /// Keep accepting (the limit is only reported).
+    case accept
+    /// NACK the extra message with SERVICE_UNAVAILABLE.
+    case nack
+    /// Close the stream with a policy-violation stream error.
+    case close
+}
+
+public struct XMPPServerConfiguration: Sendable {
+    public var preAuthLimits: XMLStreamLimits = .preAuth
+    public var postAuthLimits: XMLStreamLimits = .postAuth
+    /// Connections that have not authenticated by then are closed.
+    public var authenticationTimeout: TimeAmount = .seconds(30)
+    /// The CCS flow-control window: unanswered downstream messages per connection.
+    public var maxPendingDownstream = 100
+    public var overLimitPolicy: OverLimitPolicy = .accept
+    /// After CONNECTION_DRAINING, the connection is closed once this much time has passed.
+    public var drainGracePeriod: TimeAmount = .seconds(10)
+
+    public init() {}
+}

@@ -1,0 +1,42 @@
+import CCSEngine
+import CCSProtocol
+import CCSStore
+import NIOCore
+import XMLStreaming
+
+/// Port 5228: the device channel (docs/device-protocol.md).
+extension XMPPConnectionHandler {
+    func deviceStanza(_ stanza: XMLElement) {
+        guard let token = principal else { return }
+        guard stanza.name == "message", let gcm = stanza.firstChild(named: "gcm", namespace: NS.gcm) else { return }
+        guard case .object(let json)? = try? JSONValue.parse(gcm.text),
+              case .string(let type)? = json["message_type"] else {
+            write(deviceError(stanza, condition: "bad-request", text: "expected a JSON object with \"message_type\""))
+            return
+        }
+        switch type {
+        case "ack":
+            guard case .string(let id)? = json["message_id"] else {
+                write(deviceError(stanza, condition: "bad-request", text: "ack without \"message_id\""))
+                return
+            }
+            engine.deviceAcknowledged(token: token, deviceMessageID: id)
+        default:
+            write(deviceError(stanza, condition: "feature-not-implemented",
+                              text: "message_type \"\(type)\" is not supported on the device channel"))
+        }
+    }
+
+    private func deviceError(_ stanza: XMLElement, condition: String, text: String) -> String {
+        var head = "<message"
+        if let id = stanza.attribute("id") { head += " id=\"\(XMLEscaping.escapeAttribute(id))\"" }
+        return head + " type=\"error\"><error type=\"modify\"><\(condition) xmlns=\"\(NS.stanzas)\"/>"
+            + "<text xmlns=\"\(NS.stanzas)\">\(XMLEscaping.escapeText(text))</text></error></message>"
+    }
+
+    func deliverToDevice(_ messages: [QueuedMessage]) {
+        for m in messages {
+            writeAndScheduleFlush("<message id=\"\(XMLEscaping.escapeAttribute(m.deviceMessageID))\"><gcm xmlns=\"google:mobile:data\">\(XMLEscaping.escapeText(m.payload))</gcm></message>")
+        }
+    }
+}

@@ -1,0 +1,253 @@
+import CCSEngine
+import CCSProtocol
+import CCSStore
+import Logging
+import NIOCore
+import Synchronization
+import XMLStreaming
+
+/// Which endpoint a connection came in on.
+public enum ConnectionRole: Sendable {
+    /// Port 5235: app servers speaking CCS.
+    case appServer
+    /// Port 5228: simulated devices.
+    case device
+}
+
+/// The thin NIO adapter: bytes in → expat events → `StreamNegotiation` → role logic → bytes out.
+/// Runs on its channel's event loop only; the engine reaches it through `ConnectionLink`.
+final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    let role: ConnectionRole
+    let engine: Engine
+    let configuration: XMPPServerConfiguration
+    let logger: Logger
+    let parser: XMLStreamParser
+    var negotiation: StreamNegotiation
+    var context: ChannelHandlerContext?
+    var link: ConnectionLink?
+    var authTimeout: Scheduled<Void>?
+    var drainClose: Scheduled<Void>?
+    var closing = false
+    var flushScheduled = false
+    var remoteAddress = "?"
+    /// App server: the sender ID. Device: the token.
+    var principal: String?
+
+    init(role: ConnectionRole, engine: Engine, configuration: XMPPServerConfiguration, logger: Logger) {
+        self.role = role
+        self.engine = engine
+        self.configuration = configuration
+        self.logger = logger
+        self.parser = XMLStreamParser(limits: configuration.preAuthLimits)
+        self.negotiation = StreamNegotiation(jidDomain: role == .appServer ? "gcm.googleapis.com" : "devices.ccs-emulator")
+        parser.pauseAfter = { $0.name == "auth" }
+    }
+
+    // MARK: channel events
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        link = ConnectionLink(handler: NIOLoopBound(self, eventLoop: context.eventLoop), eventLoop: context.eventLoop)
+        remoteAddress = context.channel.remoteAddress?.description ?? "?"
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        authTimeout = context.eventLoop.scheduleTask(in: configuration.authenticationTimeout) {
+            let handler = bound.value
+            if !handler.negotiation.isAuthenticated {
+                handler.perform(handler.negotiation.streamError("connection-timeout"))
+            }
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        authTimeout?.cancel()
+        drainClose?.cancel()
+        if let link, let principal {
+            switch role {
+            case .appServer: engine.connectionClosed(id: link.id)
+            case .device: engine.deviceDisconnected(token: principal, link: link)
+            }
+        }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        logger.debug("connection error", metadata: ["remote": "\(remoteAddress)", "error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !closing else { return }
+        let buffer = unwrapInboundIn(data)
+        do {
+            var events = try buffer.withUnsafeReadableBytes { try parser.feed($0) }
+            while true {
+                for event in events {
+                    handle(event)
+                    if closing { return }
+                }
+                guard parser.isPaused, negotiation.phase == .awaitingRestart else { break }
+                parser.reset()
+                events = try parser.feed([UInt8]())
+            }
+        } catch let error as XMLStreamError {
+            perform(negotiation.parseFailed(error))
+        } catch {
+            perform(negotiation.streamError("internal-server-error"))
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        context.flush()
+    }
+
+    // MARK: events → actions
+
+    private func handle(_ event: XMLStreamEvent) {
+        switch event {
+        case .streamOpen(let header): perform(negotiation.streamOpened(header))
+        case .stanza(let stanza): perform(negotiation.stanzaReceived(stanza))
+        case .streamClose: perform(negotiation.streamClosed())
+        }
+    }
+
+    func perform(_ actions: [StreamNegotiation.Action]) {
+        for action in actions {
+            switch action {
+            case .write(let text):
+                write(text)
+            case .authenticate(let credentials):
+                perform(authenticate(credentials))
+            case .restartParser:
+                break // the parser pauses after <auth> by itself; channelRead resets it
+            case .useAuthenticatedLimits:
+                parser.limits = configuration.postAuthLimits
+                authTimeout?.cancel()
+            case .bound:
+                sessionEstablished()
+            case .stanza(let stanza):
+                switch role {
+                case .appServer: appServerStanza(stanza)
+                case .device: deviceStanza(stanza)
+                }
+            case .close:
+                close()
+            }
+            if closing { return }
+        }
+    }
+
+    private func authenticate(_ credentials: SASLCredentials) -> [StreamNegotiation.Action] {
+        let user = credentials.localpart
+        switch role {
+        case .appServer:
+            guard engine.authenticateAppServer(senderID: user, key: credentials.password) else {
+                logger.info("app server authentication failed", metadata: ["user": "\(user)", "remote": "\(remoteAddress)"])
+                return negotiation.authenticationFailed()
+            }
+            principal = user
+        case .device:
+            guard let device = engine.authenticateDevice(deviceID: user, secret: credentials.password) else {
+                return negotiation.authenticationFailed()
+            }
+            principal = device.token
+        }
+        return negotiation.authenticationSucceeded(username: user)
+    }
+
+    private func sessionEstablished() {
+        guard let link, let principal, let context else { return }
+        switch role {
+        case .appServer:
+            let info = AppServerConnectionInfo(id: link.id, senderID: principal, remoteAddress: remoteAddress,
+                                               connectedAtMillis: engine.clock.nowMillis(),
+                                               resource: negotiation.boundJID)
+            // A second bind on the same stream must not register the connection twice.
+            if !link.registered {
+                link.registered = true
+                engine.connectionOpened(info, link: link)
+            }
+        case .device:
+            if !link.registered {
+                link.registered = true
+                context.flush()
+                engine.deviceConnected(token: principal, link: link)
+            }
+        }
+    }
+
+    // MARK: output
+
+    func write(_ text: String) {
+        guard let context, !closing else { return }
+        var buffer = context.channel.allocator.buffer(capacity: text.utf8.count)
+        buffer.writeString(text)
+        context.write(wrapOutboundOut(buffer), promise: nil)
+    }
+
+    /// For writes that do not come from a read (engine completions): one flush per event-loop turn.
+    func writeAndScheduleFlush(_ text: String) {
+        guard let context, !closing else { return }
+        write(text)
+        if !flushScheduled {
+            flushScheduled = true
+            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            context.eventLoop.execute {
+                let handler = bound.value
+                handler.flushScheduled = false
+                handler.context?.flush()
+            }
+        }
+    }
+
+    func close() {
+        guard let context, !closing else { return }
+        closing = true
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).whenComplete { _ in
+            context.close(promise: nil)
+        }
+    }
+}
+
+/// The engine's handle on one connection; safe to use from any thread.
+final class ConnectionLink: AppServerLink, DeviceLink, @unchecked Sendable {
+    // @unchecked: `registered` is only touched on the connection's event loop (asserted by NIOLoopBound
+    // access patterns in the handler); everything else is immutable or atomic.
+    let id: String
+    let handler: NIOLoopBound<XMPPConnectionHandler>
+    let eventLoop: any EventLoop
+    let pending = Atomic<Int>(0)
+    let draining = Atomic<Bool>(false)
+    var registered = false
+
+    init(handler: NIOLoopBound<XMPPConnectionHandler>, eventLoop: any EventLoop) {
+        var g = SystemRandomNumberGenerator()
+        self.id = String(g.next() as UInt64, radix: 16)
+        self.handler = handler
+        self.eventLoop = eventLoop
+    }
+
+    var pendingCount: Int { pending.load(ordering: .relaxed) }
+    var isDraining: Bool { draining.load(ordering: .relaxed) }
+
+    func drain() {
+        let handler = self.handler
+        eventLoop.execute { handler.value.startDraining() }
+    }
+
+    func deliver(_ messages: [QueuedMessage]) {
+        let handler = self.handler
+        eventLoop.execute { handler.value.deliverToDevice(messages) }
+    }
+
+    func close() {
+        let handler = self.handler
+        eventLoop.execute { handler.value.close() }
+    }
+}

@@ -1,0 +1,171 @@
+import ArgumentParser
+import CCSEmulator
+import CCSEngine
+import CCSStore
+import Foundation
+import Logging
+import XMPPServer
+
+@main
+struct CCSEmulatorCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ccs-emulator",
+        abstract: "A local emulator of the Firebase/GCM XMPP Connection Server (CCS), with simulated devices.",
+        discussion: """
+            App servers connect over TLS XMPP (port 5235) with SASL PLAIN as SENDER_ID@gcm.googleapis.com and \
+            their server key; simulated devices connect to the device channel (port 5228); the admin API is \
+            HTTP on port 8080 under /emulator/v1/. See README.md and docs/.
+            """,
+        subcommands: [Serve.self, Device.self],
+        defaultSubcommand: Serve.self)
+}
+
+/// One line of JSON on stdout, flushed at once; lines from different threads never interleave.
+enum Output {
+    private static let lock = NSLock()
+
+    static func line(_ text: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+}
+
+func makeLogger(_ label: String, level: Logger.Level) -> Logger {
+    LoggingSystem.bootstrap { label in
+        var handler = StreamLogHandler.standardError(label: label)
+        handler.logLevel = level
+        return handler
+    }
+    var logger = Logger(label: label)
+    logger.logLevel = level
+    return logger
+}
+
+extension AuthMode: ExpressibleByArgument {}
+extension Store.Durability: ExpressibleByArgument {}
+extension ClockKind: ExpressibleByArgument {}
+extension OverLimitPolicy: ExpressibleByArgument {}
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the emulator.",
+        discussion: """
+            When every listener is up, prints one JSON line {"event":"ready","ccs_port":…,"device_port":…,\
+            "http_port":…,"ca_cert":…,"data_dir":…} on stdout (and writes it to --ready-file). Without \
+            --tls-cert a development CA and a server certificate for localhost, 127.0.0.1, ::1 and the CCS host \
+            names are created in DATA_DIR/tls and kept; trust DATA_DIR/tls/ca.pem in your client. SIGTERM or \
+            SIGINT: CONNECTION_DRAINING to every app server, then a clean exit.
+            """)
+
+    @Option(help: "Where the database and the development CA live.")
+    var dataDir = ".ccs-emulator"
+    @Option(help: "Address every listener binds.")
+    var bind = "127.0.0.1"
+    @Option(help: "CCS port for app servers (XMPP over direct TLS). 0 picks a free port.")
+    var ccsPort = 5235
+    @Option(help: "Device channel port for simulated devices (XMPP over direct TLS). 0 picks a free port.")
+    var devicePort = 5228
+    @Option(help: "HTTP port (admin API). 0 picks a free port.")
+    var httpPort = 8080
+    @Option(help: "permissive: any numeric sender ID with a non-empty key is accepted; strict: only senders from --config.")
+    var auth: AuthMode = .permissive
+    @Option(help: "JSON file: {\"senders\":[{\"sender_id\":\"123\",\"server_key\":\"…\"}]}.")
+    var config: String?
+    @Option(help: "PEM certificate chain to serve instead of the development CA's certificate.")
+    var tlsCert: String?
+    @Option(help: "PEM private key for --tls-cert.")
+    var tlsKey: String?
+    @Option(help: "Also write the ready line to this file.")
+    var readyFile: String?
+    @Option(help: "full: every commit is fsynced; normal: commits survive a crash of the process, not of the machine.")
+    var durability: Store.Durability = .full
+    @Option(help: "wall, or virtual: time moves only through POST /emulator/v1/clock/advance.")
+    var clock: ClockKind = .wall
+    @Option(help: "Unanswered downstream messages per app-server connection (the CCS window).")
+    var maxPending = 100
+    @Option(help: "When an app server exceeds --max-pending: accept, nack (SERVICE_UNAVAILABLE) or close.")
+    var overLimit: OverLimitPolicy = .accept
+    @Option(help: "Seconds a drained connection stays open before the emulator closes it.")
+    var drainGrace = 10
+    @Option(help: "Seconds a connection may take to authenticate.")
+    var authTimeout = 30
+    @Option(help: "trace, debug, info, notice, warning, error or critical (logs go to stderr).")
+    var logLevel: Logger.Level = .notice
+
+    func validate() throws {
+        for (name, port) in [("--ccs-port", ccsPort), ("--device-port", devicePort), ("--http-port", httpPort)]
+        where !(0...65535).contains(port) {
+            throw ValidationError("\(name) must be 0...65535")
+        }
+        if maxPending < 1 { throw ValidationError("--max-pending must be at least 1") }
+        if drainGrace < 0 || authTimeout < 1 { throw ValidationError("--drain-grace ≥ 0 and --auth-timeout ≥ 1") }
+        if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
+    }
+
+    func run() async throws {
+        let logger = makeLogger("ccs-emulator", level: logLevel)
+        var c = EmulatorConfiguration()
+        c.dataDirectory = dataDir
+        c.bindHost = bind
+        c.ccsPort = ccsPort
+        c.devicePort = devicePort
+        c.httpPort = httpPort
+        c.authMode = auth
+        c.configFile = config
+        c.tlsCertificatePath = tlsCert
+        c.tlsKeyPath = tlsKey
+        c.durability = durability
+        c.clock = clock
+        c.xmpp.maxPendingDownstream = maxPending
+        c.xmpp.overLimitPolicy = overLimit
+        c.xmpp.drainGracePeriod = .seconds(Int64(drainGrace))
+        c.xmpp.authenticationTimeout = .seconds(Int64(authTimeout))
+
+        let signals = SignalWaiter([SIGTERM, SIGINT])
+        let emulator: Emulator
+        do {
+            emulator = try await Emulator.start(c, logger: logger)
+        } catch {
+            logger.critical("could not start: \(error)")
+            throw ExitCode(1)
+        }
+        let ready = emulator.readyLine
+        if let readyFile {
+            try (ready + "\n").write(toFile: readyFile, atomically: true, encoding: .utf8)
+        }
+        Output.line(ready)
+        logger.notice("ready", metadata: ["ccs_port": "\(emulator.info.ccsPort)", "device_port": "\(emulator.info.devicePort)",
+                                          "http_port": "\(emulator.info.httpPort)", "ca_cert": "\(emulator.info.caCertPath)"])
+        let signal = await signals.wait()
+        logger.notice("signal \(signal): draining and stopping")
+        await emulator.shutdown()
+        logger.notice("stopped")
+    }
+}
+
+/// Turns SIGTERM/SIGINT into an awaitable event (the default action would kill us mid-commit).
+final class SignalWaiter {
+    private let stream: AsyncStream<Int32>
+    private let sources: [any DispatchSourceSignal]
+
+    init(_ signals: [Int32]) {
+        let (stream, continuation) = AsyncStream.makeStream(of: Int32.self)
+        self.stream = stream
+        var sources: [any DispatchSourceSignal] = []
+        for s in signals {
+            signal(s, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: s, queue: .global())
+            source.setEventHandler { continuation.yield(s) }
+            source.resume()
+            sources.append(source)
+        }
+        self.sources = sources
+    }
+
+    func wait() async -> Int32 {
+        for await s in stream { return s }
+        return 0
+    }
+}
