@@ -47,11 +47,16 @@ public final class Emulator: Sendable {
     let group: MultiThreadedEventLoopGroup
     let channels: [any Channel]
     let httpTask: Task<Void, any Error>
+    let ticker: RepeatedTask
     let logger: Logger
 
     private init(engine: Engine, info: EmulatorInfo, group: MultiThreadedEventLoopGroup, channels: [any Channel],
                  httpTask: Task<Void, any Error>, logger: Logger) {
         self.engine = engine
+        // Expiry and ACK timeouts: once a second on the wall clock (the virtual clock also ticks on advance).
+        self.ticker = group.next().scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in
+            engine.tick()
+        }
         self.info = info
         self.group = group
         self.channels = channels
@@ -80,7 +85,7 @@ public final class Emulator: Sendable {
         switch config.clock {
         case .wall: clock = WallClock()
         case .virtual:
-            let saved = try store.meta("virtual_clock_ms").flatMap { Int64($0) }
+            let saved = try store.meta(VirtualClock.metaKey).flatMap { Int64($0) }
             clock = VirtualClock(startMillis: saved ?? WallClock().nowMillis())
         }
         let engine = try Engine(committer: committer, clock: clock,
@@ -188,16 +193,20 @@ public final class Emulator: Sendable {
 
     /// The ready line: one JSON object naming every bound port.
     public var readyLine: String {
-        JSONValue.object([
-            "event": .string("ready"), "ccs_port": .int(Int64(info.ccsPort)),
-            "device_port": .int(Int64(info.devicePort)), "http_port": .int(Int64(info.httpPort)),
-            "ca_cert": .string(info.caCertPath), "data_dir": .string(info.dataDir),
-        ]).encoded()
+        var w = JSONObjectWriter()
+        w.add("event", "ready")
+        w.add("ccs_port", info.ccsPort)
+        w.add("device_port", info.devicePort)
+        w.add("http_port", info.httpPort)
+        w.add("ca_cert", info.caCertPath)
+        w.add("data_dir", info.dataDir)
+        return w.text
     }
 
     /// Graceful stop: CONNECTION_DRAINING to every app server, a short wait for answers in flight, then
     /// the listeners and connections close and the store commits whatever it still holds.
     public func shutdown(maxWait: Duration = .seconds(2)) async {
+        ticker.cancel()
         engine.drainAll()
         let deadline = ContinuousClock.now.advanced(by: maxWait)
         while ContinuousClock.now < deadline, engine.connections().contains(where: { $0.pending > 0 }) {
@@ -208,7 +217,7 @@ public final class Emulator: Sendable {
         _ = await httpTask.result
         try? await group.shutdownGracefully()
         if let virtual = engine.clock as? VirtualClock {
-            engine.committer.submit(.setMeta(key: "virtual_clock_ms", value: String(virtual.nowMillis())))
+            engine.committer.submit(.setMeta(key: VirtualClock.metaKey, value: String(virtual.nowMillis())))
         }
         await engine.committer.shutdown()
     }

@@ -1,5 +1,6 @@
 import CCSProtocol
 import CCSStore
+import DequeModule
 import Logging
 import Synchronization
 
@@ -20,57 +21,94 @@ public enum DownstreamOutcome: Sendable, Equatable {
 public enum RegistrationError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidRequest(String)
     case unknownSender(String)
+    case unknownDevice(String)
     case storeFailure(String)
 
     public var description: String {
         switch self {
         case .invalidRequest(let s): return s
         case .unknownSender(let s): return "sender \(s) is not configured (strict auth mode)"
-        case .storeFailure(let s): return "could not store the registration: \(s)"
+        case .unknownDevice(let s): return "no device with token \(s)"
+        case .storeFailure(let s): return "could not store the change: \(s)"
         }
     }
 }
 
-/// The domain: senders, devices, their queues, app-server connections.
+/// The domain: senders, devices, their queues, app-server connections, upstream traffic and receipts.
 ///
 /// It knows nothing of sockets: connections reach it through calls, and it reaches them through
-/// `DeviceLink` / `AppServerLink`. All state changes that must survive a crash go through the
-/// `GroupCommitter`; answers that promise durability (ACKs) are given only from its completions.
+/// `DeviceLink` / `AppServerLink`, always outside its lock. Every state change that must survive a
+/// crash goes through the `GroupCommitter`; answers that promise durability (ACKs to app servers,
+/// `sent` to devices) are given only from its completions. Time comes from `clock` alone.
 public final class Engine: Sendable {
     public struct Configuration: Sendable {
         public var authMode: AuthMode
         /// sender ID → server key, from the configuration file.
         public var configuredSenders: [String: String]
         public var maxSendersPerDevice: Int
+        /// Distinct collapse keys stored per device and app (FCM: 4).
+        public var maxCollapseKeys: Int
+        /// Non-collapsible messages stored per device and app (FCM: 100).
+        public var maxStoredNonCollapsible: Int
+        /// Unacknowledged upstream messages and receipts per app-server connection.
+        public var maxUnackedOutbound: Int
+        /// Unacknowledged outbound messages are sent again after this long.
+        public var ackTimeoutMillis: Int64
+        /// Upstream messages a device may have waiting for app servers.
+        public var maxPendingUpstreamPerDevice: Int
 
         public init(authMode: AuthMode = .permissive, configuredSenders: [String: String] = [:],
-                    maxSendersPerDevice: Int = 100) {
+                    maxSendersPerDevice: Int = 100, maxCollapseKeys: Int = 4, maxStoredNonCollapsible: Int = 100,
+                    maxUnackedOutbound: Int = 100, ackTimeoutMillis: Int64 = 60_000,
+                    maxPendingUpstreamPerDevice: Int = 1000) {
             self.authMode = authMode
             self.configuredSenders = configuredSenders
             self.maxSendersPerDevice = maxSendersPerDevice
+            self.maxCollapseKeys = maxCollapseKeys
+            self.maxStoredNonCollapsible = maxStoredNonCollapsible
+            self.maxUnackedOutbound = maxUnackedOutbound
+            self.ackTimeoutMillis = ackTimeoutMillis
+            self.maxPendingUpstreamPerDevice = maxPendingUpstreamPerDevice
         }
+    }
+
+    struct InFlightDownstream {
+        var message: QueuedMessage
+        var toTray: Bool
     }
 
     struct OnlineDevice {
         let link: any DeviceLink
         /// False until the queue as of connection time has been read and handed over.
         var loaded = false
-        /// Device message ids written to this connection and not yet ACKed.
-        var inFlight: Set<String> = []
+        /// Written to this connection and not yet ACKed by the device.
+        var inFlight: [String: InFlightDownstream] = [:]
+    }
+
+    struct SentOutbound {
+        var record: OutboundRecord
+        var sentAt: Int64
     }
 
     struct ConnectionEntry {
         var info: AppServerConnectionInfo
         let link: any AppServerLink
+        /// Upstream messages and receipts written to this connection and not yet ACKed, by message id.
+        var inFlight: [String: SentOutbound] = [:]
     }
 
     struct State {
         var senders: [String: SenderRecord] = [:]
         var devices: [String: DeviceRecord] = [:]
+        var deviceStates: [String: DeviceState] = [:]
         var tokenByDeviceID: [String: String] = [:]
         var online: [String: OnlineDevice] = [:]
         var connections: [String: ConnectionEntry] = [:]
+        var connectionsBySender: [String: [String]] = [:]
+        /// Outbound messages per sender not on any connection, oldest first.
+        var outboundPending: [String: Deque<OutboundRecord>] = [:]
         var lastMicros: Int64 = 0
+        var roundRobin = 0
     }
 
     public let configuration: Configuration
@@ -90,7 +128,11 @@ public final class Engine: Sendable {
         for sender in try committer.store.loadSenders() { s.senders[sender.senderID] = sender }
         for device in try committer.store.loadDevices() {
             s.devices[device.token] = device
+            s.deviceStates[device.token] = DeviceState(json: device.state)
             s.tokenByDeviceID[device.deviceID] = device.token
+        }
+        for record in try committer.store.loadOutbound() {
+            s.outboundPending[record.senderID, default: []].append(record)
         }
         state = Mutex(s)
     }
@@ -99,9 +141,7 @@ public final class Engine: Sendable {
 
     /// Checks SASL credentials; in permissive mode a new sender is provisioned on first use.
     public func authenticateAppServer(senderID: String, key: String) -> Bool {
-        guard !senderID.isEmpty, senderID.allSatisfy({ $0.isASCII && $0.isNumber }), !key.isEmpty else {
-            return false
-        }
+        guard Self.isSenderID(senderID), !key.isEmpty else { return false }
         switch configuration.authMode {
         case .strict:
             return configuration.configuredSenders[senderID] == key
@@ -118,24 +158,54 @@ public final class Engine: Sendable {
         }
     }
 
-    public func connectionOpened(_ info: AppServerConnectionInfo, link: any AppServerLink) {
-        state.withLock { $0.connections[info.id] = ConnectionEntry(info: info, link: link) }
+    static func isSenderID(_ s: String) -> Bool {
+        !s.isEmpty && s.utf8.count <= 32 && s.utf8.allSatisfy { $0 >= 48 && $0 <= 57 }
     }
 
+    public func connectionOpened(_ info: AppServerConnectionInfo, link: any AppServerLink) {
+        let sends = state.withLock { s -> [Send] in
+            s.connections[info.id] = ConnectionEntry(info: info, link: link)
+            s.connectionsBySender[info.senderID, default: []].append(info.id)
+            return dispatchOutbound(sender: info.senderID, &s)
+        }
+        perform(sends)
+    }
+
+    /// The connection is gone: whatever it had not ACKed goes to the sender's other connections.
     public func connectionClosed(id: String) {
-        _ = state.withLock { $0.connections.removeValue(forKey: id) }
+        let sends = state.withLock { s -> [Send] in
+            guard let entry = s.connections.removeValue(forKey: id) else { return [] }
+            let sender = entry.info.senderID
+            s.connectionsBySender[sender]?.removeAll { $0 == id }
+            requeue(entry.inFlight.values.map(\.record), sender: sender, &s)
+            return dispatchOutbound(sender: sender, &s)
+        }
+        perform(sends)
+    }
+
+    /// Draining: the connection takes no new outbound traffic; what it holds unACKed stays there
+    /// until it ACKs or closes.
+    public func connectionDraining(id: String) {
+        let sends = state.withLock { s -> [Send] in
+            guard let sender = s.connections[id]?.info.senderID else { return [] }
+            return dispatchOutbound(sender: sender, &s)
+        }
+        perform(sends)
     }
 
     public struct ConnectionSnapshot: Sendable {
         public var info: AppServerConnectionInfo
         public var pending: Int
         public var draining: Bool
+        public var unackedOutbound: Int
     }
 
     public func connections() -> [ConnectionSnapshot] {
         let entries = state.withLock { Array($0.connections.values) }
-        return entries.map { ConnectionSnapshot(info: $0.info, pending: $0.link.pendingCount, draining: $0.link.isDraining) }
-            .sorted { $0.info.connectedAtMillis < $1.info.connectedAtMillis }
+        return entries.map {
+            ConnectionSnapshot(info: $0.info, pending: $0.link.pendingCount, draining: $0.link.isDraining,
+                               unackedOutbound: $0.inFlight.count)
+        }.sorted { $0.info.connectedAtMillis < $1.info.connectedAtMillis }
     }
 
     /// Starts draining one connection; false if there is no such connection.
@@ -150,8 +220,8 @@ public final class Engine: Sendable {
         for link in state.withLock({ $0.connections.values.map(\.link) }) { link.drain() }
     }
 
-    /// Accepts one validated downstream message from `senderID`. `completion` runs exactly once, on the
-    /// store's writer thread or on the caller's, after the message is committed when the answer is an ACK.
+    /// Accepts one validated downstream message from `senderID`. `completion` runs exactly once; an
+    /// ACK only after the message is committed (or deliberately not stored: dry run, TTL 0).
     public func downstream(_ message: DownstreamMessage, senderID: String,
                            completion: @escaping @Sendable (DownstreamOutcome) -> Void) {
         guard let to = message.to else {
@@ -164,42 +234,46 @@ public final class Engine: Sendable {
                                   description: "Topic messaging is not supported by this emulator yet")))
             return
         }
-        let nowMillis = clock.nowMillis()
+        let now = clock.nowMillis()
         let lookup: Lookup = state.withLock { s in
             guard let device = s.devices[to] else {
                 return .nack(Nack(messageID: message.messageID, from: to, code: .badRegistration,
-                                     description: "Invalid token on 'to' field: \(to)"))
+                                  description: "Invalid token on 'to' field: \(to)"))
             }
             if device.status != "active" {
                 return .nack(Nack(messageID: message.messageID, from: to, code: .deviceUnregistered,
-                                     description: "Device unregistered"))
+                                  description: "Device unregistered: the app was uninstalled"))
             }
             guard device.senders.contains(senderID) else {
                 return .nack(Nack(messageID: message.messageID, from: to, code: .badRegistration,
-                                     description: "MismatchSenderId"))
+                                  description: "MismatchSenderId: the token is not registered for sender \(senderID)"))
             }
-            let micros = max(clock.nowMicros(), s.lastMicros + 1)
-            s.lastMicros = micros
-            let id = DeviceMessageID.make(micros: micros, senderHash: Self.senderHash(senderID))
-            return .found(device, id, s.online[to] != nil)
+            let id = DeviceMessageID.make(micros: nextMicros(&s), senderHash: Self.senderHash(senderID))
+            let deviceState = s.deviceStates[to] ?? DeviceState()
+            let takesNow = s.online[to]?.loaded == true
+            return .found(device, id, deviceState, takesNow)
         }
-        let device: DeviceRecord, deviceMessageID: String, isOnline: Bool
+        let device: DeviceRecord, deviceMessageID: String, deviceState: DeviceState, online: Bool
         switch lookup {
         case .nack(let nack): completion(.nack(nack)); return
-        case .found(let d, let id, let online): (device, deviceMessageID, isOnline) = (d, id, online)
+        case .found(let d, let id, let st, let o): (device, deviceMessageID, deviceState, online) = (d, id, st, o)
         }
         if message.dryRun {
             completion(.ack(from: to))
             return
         }
         let queued = Self.queuedMessage(message, device: device, senderID: senderID,
-                                        deviceMessageID: deviceMessageID, now: nowMillis)
-        if message.timeToLive == 0 && !isOnline {
+                                        deviceMessageID: deviceMessageID, now: now)
+        let deliverableNow = online && deviceState.admits(priority: queued.priority, delayWhileIdle: queued.delayWhileIdle)
+        if message.timeToLive == 0 && !deliverableNow {
             // "Now or never": the device cannot take it now, so it is dropped, never stored.
             completion(.ack(from: to))
             return
         }
-        committer.submit(.enqueue(queued)) { [self] error in
+        let limits: QueueLimits? = deliverableNow ? nil : QueueLimits(
+            maxCollapseKeys: configuration.maxCollapseKeys, maxNonCollapsible: configuration.maxStoredNonCollapsible,
+            overflowNotice: deletedMessagesNotice(token: to, senderID: senderID, now: now))
+        committer.submit(.enqueue(queued, limits: limits)) { [self] error in
             if let error {
                 logger.error("enqueue failed", metadata: ["error": "\(error)"])
                 completion(.nack(Nack(messageID: message.messageID, from: to, code: .internalServerError,
@@ -213,165 +287,72 @@ public final class Engine: Sendable {
 
     private enum Lookup {
         case nack(Nack)
-        case found(DeviceRecord, String, Bool)
+        case found(DeviceRecord, String, DeviceState, Bool)
+    }
+
+    func nextMicros(_ s: inout State) -> Int64 {
+        let micros = max(clock.nowMicros(), s.lastMicros + 1)
+        s.lastMicros = micros
+        return micros
     }
 
     static func senderHash(_ senderID: String) -> UInt32 {
-        // FNV-1a: stable across runs (unlike Hasher), which keeps message ids of one sender recognisable.
-        var h: UInt32 = 2_166_136_261
-        for b in senderID.utf8 { h = (h ^ UInt32(b)) &* 16_777_619 }
-        return h
+        DeviceMessageID.senderHash(senderID)
     }
 
     static func queuedMessage(_ m: DownstreamMessage, device: DeviceRecord, senderID: String,
                               deviceMessageID: String, now: Int64) -> QueuedMessage {
         let isNotification = m.notification != nil
-        let priority = m.priority ?? (isNotification ? .high : .normal)
+        let priority = m.effectivePriority
         var payload: [String: JSONValue] = [
             "from": .string(senderID),
             "message_id": .string(deviceMessageID),
             "priority": .string(priority.rawValue),
             "original_priority": .string(priority.rawValue),
-            "sent_time": .int(Int64(now)),
+            "sent_time": .int(now),
             "ttl": .int(Int64(m.timeToLive)),
         ]
+        // Notification messages are always collapsible: without a key, the app's package is the key.
+        let collapseKey = m.collapseKey ?? (isNotification ? device.app : nil)
         if let ck = m.collapseKey { payload["collapse_key"] = .string(ck) }
         if let data = m.data { payload["data"] = .object(data.mapValues { .string($0) }) }
         if let n = m.notification { payload["notification"] = n }
         if let ca = m.contentAvailable { payload["content_available"] = .bool(ca) }
         if let mc = m.mutableContent { payload["mutable_content"] = .bool(mc) }
         return QueuedMessage(token: device.token, deviceMessageID: deviceMessageID, senderID: senderID,
-                             appMessageID: m.messageID, collapseKey: m.collapseKey, priority: priority.rawValue,
+                             appMessageID: m.messageID, collapseKey: collapseKey, priority: priority.rawValue,
                              timeToLive: m.timeToLive, enqueuedAt: now,
                              expiresAt: now + Int64(m.timeToLive) * 1000,
                              deliveryReceiptRequested: m.deliveryReceiptRequested,
+                             delayWhileIdle: m.delayWhileIdle, isNotification: isNotification,
                              payload: JSONValue.object(payload).encoded())
     }
 
-    /// Gives committed messages to the device's connection, if it is online and has its backlog.
-    func handOver(_ messages: [QueuedMessage], to token: String) {
-        let link: (any DeviceLink)? = state.withLock { s in
-            guard var online = s.online[token], online.loaded else {
-                logger.debug("hand-over deferred", metadata: ["token": "\(token.prefix(12))", "online": "\(s.online[token] != nil)"])
-                return nil
+    func deletedMessagesNotice(token: String, senderID: String, now: Int64) -> QueuedMessage {
+        let id = "deleted:\(now)"
+        let payload = JSONValue.object([
+            "message_type": .string("deleted_messages"), "message_id": .string(id), "sent_time": .int(now),
+        ]).encoded()
+        return QueuedMessage(token: token, deviceMessageID: id, senderID: senderID, appMessageID: "",
+                             collapseKey: nil, priority: Priority.high.rawValue,
+                             timeToLive: DownstreamMessage.maximumTimeToLive, enqueuedAt: now,
+                             expiresAt: now + Int64(DownstreamMessage.maximumTimeToLive) * 1000,
+                             deliveryReceiptRequested: false, kind: "deleted_messages", payload: payload)
+    }
+
+    // MARK: effects outside the lock
+
+    enum Send {
+        case device(any DeviceLink, [DeviceDelivery])
+        case appServer(any AppServerLink, [OutboundMessage])
+    }
+
+    func perform(_ sends: [Send]) {
+        for send in sends {
+            switch send {
+            case .device(let link, let deliveries): link.deliver(deliveries)
+            case .appServer(let link, let messages): link.sendOutbound(messages)
             }
-            for m in messages { online.inFlight.insert(m.deviceMessageID) }
-            s.online[token] = online
-            return online.link
-        }
-        link?.deliver(messages)
-    }
-
-    // MARK: devices
-
-    public func registerDevice(app: String, senders: [String], platform: String) async throws(RegistrationError) -> DeviceRecord {
-        let app = app.trimmingWhitespace
-        guard !app.isEmpty, app.count <= 255 else { throw .invalidRequest("\"app\" must be a non-empty package name") }
-        guard platform == "android" || platform == "ios" else {
-            throw .invalidRequest("\"platform\" must be \"android\" or \"ios\"")
-        }
-        var unique: [String] = []
-        for s in senders where !unique.contains(s) { unique.append(s) }
-        guard !unique.isEmpty else { throw .invalidRequest("\"senders\" must list at least one sender ID") }
-        guard unique.count <= configuration.maxSendersPerDevice else {
-            throw .invalidRequest("at most \(configuration.maxSendersPerDevice) sender IDs per registration")
-        }
-        for s in unique where !(s.allSatisfy { $0.isASCII && $0.isNumber }) {
-            throw .invalidRequest("sender ID \"\(s)\" is not numeric")
-        }
-        if configuration.authMode == .strict {
-            for s in unique where configuration.configuredSenders[s] == nil { throw .unknownSender(s) }
-        }
-        let instanceID = RegistrationToken.makeInstanceID()
-        let record = DeviceRecord(token: RegistrationToken.make(instanceID: instanceID),
-                                  deviceID: Self.randomHex(16), secret: Self.randomHex(32), app: app,
-                                  platform: platform, senders: unique, createdAt: clock.nowMillis())
-        let result: Error? = await withCheckedContinuation { cont in
-            committer.submit(.upsertDevice(record)) { cont.resume(returning: $0) }
-        }
-        if let result { throw .storeFailure("\(result)") }
-        state.withLock { s in
-            s.devices[record.token] = record
-            s.tokenByDeviceID[record.deviceID] = record.token
-        }
-        return record
-    }
-
-    /// The device's record if `secret` is its device secret.
-    public func authenticateDevice(deviceID: String, secret: String) -> DeviceRecord? {
-        state.withLock { s in
-            guard let token = s.tokenByDeviceID[deviceID], let d = s.devices[token], d.secret == secret,
-                  d.status == "active" else { return nil }
-            return d
-        }
-    }
-
-    public func device(token: String) -> DeviceRecord? {
-        state.withLock { $0.devices[token] }
-    }
-
-    public func allDevices() -> [DeviceRecord] {
-        state.withLock { Array($0.devices.values) }.sorted { ($0.createdAt, $0.token) < ($1.createdAt, $1.token) }
-    }
-
-    public func isOnline(token: String) -> Bool {
-        state.withLock { $0.online[token] != nil }
-    }
-
-    /// A device connection is up: it replaces any older connection of the same device and receives
-    /// everything stored for it (unexpired), then every message committed later.
-    public func deviceConnected(token: String, link: any DeviceLink) {
-        let previous: (any DeviceLink)? = state.withLock { s in
-            let old = s.online[token]?.link
-            s.online[token] = OnlineDevice(link: link)
-            return old
-        }
-        previous?.close()
-        committer.afterPendingWrites { [self] in
-            let now = clock.nowMillis()
-            let stored: [QueuedMessage]
-            do { stored = try store.queuedMessages(token: token) } catch {
-                logger.error("reading the queue failed", metadata: ["token": "\(token)", "error": "\(error)"])
-                stored = []
-            }
-            var live: [QueuedMessage] = []
-            var expired: [StoreOp] = []
-            for m in stored {
-                if m.expiresAt <= now && m.timeToLive > 0 || m.timeToLive == 0 && m.expiresAt < now {
-                    expired.append(.removeMessage(token: token, deviceMessageID: m.deviceMessageID))
-                } else {
-                    live.append(m)
-                }
-            }
-            if !expired.isEmpty { committer.submit(expired) }
-            let current: (any DeviceLink)? = state.withLock { s in
-                guard var online = s.online[token], online.link === link else { return nil }
-                online.loaded = true
-                for m in live { online.inFlight.insert(m.deviceMessageID) }
-                s.online[token] = online
-                return online.link
-            }
-            logger.debug("device backlog read", metadata: ["token": "\(token.prefix(12))", "messages": "\(live.count)", "current": "\(current != nil)"])
-            if let current, !live.isEmpty { current.deliver(live) }
-        }
-    }
-
-    public func deviceDisconnected(token: String, link: any DeviceLink) {
-        state.withLock { s in
-            if let online = s.online[token], online.link === link { s.online.removeValue(forKey: token) }
-        }
-    }
-
-    /// The device confirmed a message: it leaves the queue for good.
-    public func deviceAcknowledged(token: String, deviceMessageID: String) {
-        let known = state.withLock { s -> Bool in
-            guard var online = s.online[token] else { return false }
-            let had = online.inFlight.remove(deviceMessageID) != nil
-            s.online[token] = online
-            return had
-        }
-        if known {
-            committer.submit(.removeMessage(token: token, deviceMessageID: deviceMessageID))
         }
     }
 

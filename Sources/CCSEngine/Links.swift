@@ -4,7 +4,9 @@ import CCSStore
 /// method may be called from any thread and must hop to the connection's own thread itself.
 public protocol DeviceLink: AnyObject, Sendable {
     /// Writes these messages (JSON objects, as the app sees them) to the device.
-    func deliver(_ messages: [QueuedMessage])
+    func deliver(_ messages: [DeviceDelivery])
+    /// Answers an upstream message the device sent: `{"message_type":"sent"|"send_error",…}`.
+    func answerUpstream(_ json: String)
     /// Closes the connection (the device went offline, or was uninstalled).
     func close()
 }
@@ -13,6 +15,8 @@ public protocol DeviceLink: AnyObject, Sendable {
 public protocol AppServerLink: AnyObject, Sendable {
     /// Sends CONNECTION_DRAINING and closes the connection after the grace period.
     func drain()
+    /// Writes upstream messages / receipts (the JSON inside `<gcm>`) to the app server.
+    func sendOutbound(_ messages: [OutboundMessage])
     /// Pending downstream (accepted, not yet answered) on this connection, for the admin API.
     var pendingCount: Int { get }
     var isDraining: Bool { get }
@@ -31,5 +35,28 @@ public struct AppServerConnectionInfo: Sendable, Equatable {
         self.remoteAddress = remoteAddress
         self.connectedAtMillis = connectedAtMillis
         self.resource = resource
+    }
+}
+
+/// One message on its way to a device's connection.
+public struct DeviceDelivery: Sendable, Equatable {
+    public var message: QueuedMessage
+    /// A notification for an app in the background: the system shows it in the tray.
+    public var toTray: Bool
+
+    public init(message: QueuedMessage, toTray: Bool) {
+        self.message = message
+        self.toTray = toTray
+    }
+}
+
+/// One message on its way to an app server.
+public struct OutboundMessage: Sendable, Equatable {
+    public var messageID: String
+    public var json: String
+
+    public init(messageID: String, json: String) {
+        self.messageID = messageID
+        self.json = json
     }
 }

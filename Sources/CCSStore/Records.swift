@@ -54,12 +54,21 @@ public struct QueuedMessage: Sendable, Equatable {
     public var enqueuedAt: Int64
     public var expiresAt: Int64
     public var deliveryReceiptRequested: Bool
+    public var delayWhileIdle: Bool
+    /// A notification message (shown in the tray when the app is in the background).
+    public var isNotification: Bool
+    /// `message`, or a notice the device channel produces itself: `deleted_messages`, `send_error`.
+    public var kind: String
     /// The JSON object the device receives.
     public var payload: String
 
     public init(token: String, deviceMessageID: String, senderID: String, appMessageID: String,
                 collapseKey: String?, priority: String, timeToLive: Int, enqueuedAt: Int64,
-                expiresAt: Int64, deliveryReceiptRequested: Bool, payload: String) {
+                expiresAt: Int64, deliveryReceiptRequested: Bool, delayWhileIdle: Bool = false,
+                isNotification: Bool = false, kind: String = "message", payload: String) {
+        self.delayWhileIdle = delayWhileIdle
+        self.isNotification = isNotification
+        self.kind = kind
         self.token = token
         self.deviceMessageID = deviceMessageID
         self.senderID = senderID
@@ -74,12 +83,79 @@ public struct QueuedMessage: Sendable, Equatable {
     }
 }
 
+/// The per-device storage limits of FCM, applied when a message is stored for a device that cannot
+/// take it now.
+public struct QueueLimits: Sendable, Equatable {
+    /// Distinct collapse keys kept per device and app; the oldest key's messages go first.
+    public var maxCollapseKeys: Int
+    /// Non-collapsible messages kept; one more and all of them are discarded.
+    public var maxNonCollapsible: Int
+    /// Stored in their place (once) so that the app learns of the loss (`onDeletedMessages()`).
+    public var overflowNotice: QueuedMessage
+
+    public init(maxCollapseKeys: Int, maxNonCollapsible: Int, overflowNotice: QueuedMessage) {
+        self.maxCollapseKeys = maxCollapseKeys
+        self.maxNonCollapsible = maxNonCollapsible
+        self.overflowNotice = overflowNotice
+    }
+}
+
+/// A message for an app server: an upstream message from a device, or a delivery receipt.
+public struct OutboundRecord: Sendable, Equatable {
+    public var senderID: String
+    /// `upstream` or `receipt`.
+    public var kind: String
+    /// The id the app server sees and ACKs (`dr2:…` for receipts).
+    public var messageID: String
+    /// The device the message is from (upstream) or about (receipt).
+    public var token: String
+    /// The JSON inside `<gcm>`.
+    public var json: String
+    public var createdAt: Int64
+    public var expiresAt: Int64
+
+    public init(senderID: String, kind: String, messageID: String, token: String, json: String,
+                createdAt: Int64, expiresAt: Int64) {
+        self.senderID = senderID
+        self.kind = kind
+        self.messageID = messageID
+        self.token = token
+        self.json = json
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
+/// A notification shown in a simulated device's tray, waiting for the user to tap it.
+public struct TrayEntry: Sendable, Equatable {
+    public var token: String
+    public var deviceMessageID: String
+    public var payload: String
+    public var shownAt: Int64
+
+    public init(token: String, deviceMessageID: String, payload: String, shownAt: Int64) {
+        self.token = token
+        self.deviceMessageID = deviceMessageID
+        self.payload = payload
+        self.shownAt = shownAt
+    }
+}
+
 /// One change to durable state. A batch of them is applied in one transaction.
 public enum StoreOp: Sendable, Equatable {
     case upsertSender(SenderRecord)
     case upsertDevice(DeviceRecord)
-    case enqueue(QueuedMessage)
+    /// Stores a message. A collapse key replaces every stored message with the same key for the
+    /// token; with limits, the FCM storage limits are enforced too.
+    case enqueue(QueuedMessage, limits: QueueLimits?)
     case removeMessage(token: String, deviceMessageID: String)
     case removeAllMessages(token: String)
+    /// Drops every queued message whose time to live has run out.
+    case removeExpired(now: Int64)
+    case addOutbound(OutboundRecord)
+    case removeOutbound(senderID: String, kind: String, messageID: String)
+    case addToTray(TrayEntry)
+    case removeFromTray(token: String, deviceMessageID: String)
+    case clearTray(token: String)
     case setMeta(key: String, value: String)
 }

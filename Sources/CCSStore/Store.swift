@@ -60,9 +60,32 @@ public final class Store: Sendable {
                   enqueued_at INTEGER NOT NULL,
                   expires_at INTEGER NOT NULL,
                   receipt INTEGER NOT NULL,
+                  delay_while_idle INTEGER NOT NULL,
+                  notification INTEGER NOT NULL,
+                  kind TEXT NOT NULL,
                   payload TEXT NOT NULL
                 );
                 CREATE UNIQUE INDEX queued_message_by_token ON queued_message(token, device_message_id);
+                CREATE INDEX queued_message_by_collapse_key ON queued_message(token, collapse_key);
+                CREATE INDEX queued_message_by_expiry ON queued_message(expires_at);
+                CREATE TABLE outbound (
+                  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                  sender_id TEXT NOT NULL,
+                  kind TEXT NOT NULL,
+                  message_id TEXT NOT NULL,
+                  token TEXT NOT NULL,
+                  json TEXT NOT NULL,
+                  created_at INTEGER NOT NULL,
+                  expires_at INTEGER NOT NULL
+                );
+                CREATE UNIQUE INDEX outbound_by_id ON outbound(sender_id, kind, message_id);
+                CREATE TABLE tray (
+                  token TEXT NOT NULL,
+                  device_message_id TEXT NOT NULL,
+                  payload TEXT NOT NULL,
+                  shown_at INTEGER NOT NULL,
+                  PRIMARY KEY (token, device_message_id)
+                );
                 CREATE TABLE meta (
                   key TEXT PRIMARY KEY NOT NULL,
                   value TEXT NOT NULL
@@ -97,21 +120,75 @@ public final class Store: Sendable {
                   state = excluded.state
                 """, arguments: [d.token, d.deviceID, d.secret, d.app, d.platform,
                                  d.senders.joined(separator: ","), d.createdAt, d.status, d.state])
-        case .enqueue(let m):
-            try db.execute(sql: """
-                INSERT OR REPLACE INTO queued_message(token, device_message_id, sender_id, app_message_id,
-                  collapse_key, priority, ttl, enqueued_at, expires_at, receipt, payload)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [m.token, m.deviceMessageID, m.senderID, m.appMessageID, m.collapseKey,
-                                 m.priority, m.timeToLive, m.enqueuedAt, m.expiresAt,
-                                 m.deliveryReceiptRequested ? 1 : 0, m.payload])
+        case .enqueue(let m, let limits):
+            try enqueue(m, limits: limits, in: db)
         case .removeMessage(let token, let id):
             try db.execute(sql: "DELETE FROM queued_message WHERE token = ? AND device_message_id = ?",
                            arguments: [token, id])
         case .removeAllMessages(let token):
             try db.execute(sql: "DELETE FROM queued_message WHERE token = ?", arguments: [token])
+        case .removeExpired(let now):
+            try db.execute(sql: "DELETE FROM queued_message WHERE expires_at <= ?", arguments: [now])
+        case .addOutbound(let o):
+            try db.execute(sql: """
+                INSERT OR REPLACE INTO outbound(sender_id, kind, message_id, token, json, created_at, expires_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [o.senderID, o.kind, o.messageID, o.token, o.json, o.createdAt, o.expiresAt])
+        case .removeOutbound(let sender, let kind, let id):
+            try db.execute(sql: "DELETE FROM outbound WHERE sender_id = ? AND kind = ? AND message_id = ?",
+                           arguments: [sender, kind, id])
+        case .addToTray(let t):
+            try db.execute(sql: "INSERT OR REPLACE INTO tray(token, device_message_id, payload, shown_at) VALUES (?, ?, ?, ?)",
+                           arguments: [t.token, t.deviceMessageID, t.payload, t.shownAt])
+        case .removeFromTray(let token, let id):
+            try db.execute(sql: "DELETE FROM tray WHERE token = ? AND device_message_id = ?", arguments: [token, id])
+        case .clearTray(let token):
+            try db.execute(sql: "DELETE FROM tray WHERE token = ?", arguments: [token])
         case .setMeta(let key, let value):
             try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", arguments: [key, value])
+        }
+    }
+
+    private static func insert(_ m: QueuedMessage, in db: Database) throws {
+        try db.execute(sql: """
+            INSERT OR REPLACE INTO queued_message(token, device_message_id, sender_id, app_message_id,
+              collapse_key, priority, ttl, enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [m.token, m.deviceMessageID, m.senderID, m.appMessageID, m.collapseKey,
+                             m.priority, m.timeToLive, m.enqueuedAt, m.expiresAt,
+                             m.deliveryReceiptRequested ? 1 : 0, m.delayWhileIdle ? 1 : 0,
+                             m.isNotification ? 1 : 0, m.kind, m.payload])
+    }
+
+    private static func enqueue(_ m: QueuedMessage, limits: QueueLimits?, in db: Database) throws {
+        if let key = m.collapseKey {
+            try db.execute(sql: "DELETE FROM queued_message WHERE token = ? AND collapse_key = ? AND kind = 'message'",
+                           arguments: [m.token, key])
+        }
+        guard let limits else { return try insert(m, in: db) }
+        if m.collapseKey == nil {
+            let stored = try Int.fetchOne(db, sql: """
+                SELECT COUNT(*) FROM queued_message WHERE token = ? AND collapse_key IS NULL AND kind = 'message'
+                """, arguments: [m.token]) ?? 0
+            if stored >= limits.maxNonCollapsible {
+                try db.execute(sql: "DELETE FROM queued_message WHERE token = ? AND collapse_key IS NULL AND kind = 'message'",
+                               arguments: [m.token])
+                let notices = try Int.fetchOne(db, sql: """
+                    SELECT COUNT(*) FROM queued_message WHERE token = ? AND kind = 'deleted_messages'
+                    """, arguments: [m.token]) ?? 0
+                if notices == 0 { try insert(limits.overflowNotice, in: db) }
+                return
+            }
+            return try insert(m, in: db)
+        }
+        try insert(m, in: db)
+        let keys = try String.fetchAll(db, sql: """
+            SELECT collapse_key FROM queued_message WHERE token = ? AND collapse_key IS NOT NULL AND kind = 'message'
+            GROUP BY collapse_key ORDER BY MIN(seq)
+            """, arguments: [m.token])
+        for key in keys.dropLast(limits.maxCollapseKeys) {
+            try db.execute(sql: "DELETE FROM queued_message WHERE token = ? AND collapse_key = ? AND kind = 'message'",
+                           arguments: [m.token, key])
         }
     }
 
@@ -143,7 +220,7 @@ public final class Store: Sendable {
         try pool.read { db in
             try Row.fetchAll(db, sql: """
                 SELECT token, device_message_id, sender_id, app_message_id, collapse_key, priority, ttl,
-                  enqueued_at, expires_at, receipt, payload
+                  enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload
                 FROM queued_message WHERE token = ? ORDER BY seq
                 """, arguments: [token]).map(Self.message(from:))
         }
@@ -171,6 +248,30 @@ public final class Store: Sendable {
     private static func message(from row: Row) -> QueuedMessage {
         QueuedMessage(token: row[0], deviceMessageID: row[1], senderID: row[2], appMessageID: row[3],
                       collapseKey: row[4], priority: row[5], timeToLive: row[6], enqueuedAt: row[7],
-                      expiresAt: row[8], deliveryReceiptRequested: (row[9] as Int) != 0, payload: row[10])
+                      expiresAt: row[8], deliveryReceiptRequested: (row[9] as Int) != 0,
+                      delayWhileIdle: (row[10] as Int) != 0, isNotification: (row[11] as Int) != 0,
+                      kind: row[12], payload: row[13])
+    }
+
+    /// Every message waiting for an app server, oldest first.
+    public func loadOutbound() throws -> [OutboundRecord] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT sender_id, kind, message_id, token, json, created_at, expires_at FROM outbound ORDER BY seq
+                """).map {
+                OutboundRecord(senderID: $0[0], kind: $0[1], messageID: $0[2], token: $0[3], json: $0[4],
+                               createdAt: $0[5], expiresAt: $0[6])
+            }
+        }
+    }
+
+    public func tray(token: String) throws -> [TrayEntry] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT token, device_message_id, payload, shown_at FROM tray WHERE token = ? ORDER BY shown_at, rowid
+                """, arguments: [token]).map {
+                TrayEntry(token: $0[0], deviceMessageID: $0[1], payload: $0[2], shownAt: $0[3])
+            }
+        }
     }
 }

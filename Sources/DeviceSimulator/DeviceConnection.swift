@@ -41,8 +41,12 @@ public struct DeviceCredentials: Sendable, Equatable {
 public enum DeviceEvent: Sendable, Equatable {
     /// Authenticated and bound: messages flow from now on.
     case connected
-    /// A downstream message, as the app sees it (a JSON object). It is ACKed right after this event.
-    case message(JSONValue)
+    /// A downstream message as the app sees it (a JSON object), or a notice with a `message_type`
+    /// (`deleted_messages`, `send_error`). `toTray`: a notification the system shows in the tray
+    /// because the app is in the background. ACKed right after this event.
+    case message(JSONValue, toTray: Bool)
+    /// The answer to an upstream message: `{"message_type":"sent"|"send_error","message_id":…}`.
+    case upstreamAnswer(JSONValue)
     case disconnected(reason: String?)
 }
 
@@ -60,6 +64,7 @@ public final class DeviceConnection: Sendable {
         tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(caPEM.utf8)))
         let context = try NIOSSLContext(configuration: tls)
         let isAddress = (try? SocketAddress(ipAddress: host, port: 0)) != nil
+        let bound = group.next().makePromise(of: Void.self)
         let channel = try await ClientBootstrap(group: group)
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
@@ -67,10 +72,13 @@ public final class DeviceConnection: Sendable {
                     try channel.pipeline.syncOperations.addHandler(
                         try NIOSSLClientHandler(context: context, serverHostname: isAddress ? nil : host))
                     try channel.pipeline.syncOperations.addHandler(
-                        DeviceClientHandler(credentials: credentials, onEvent: onEvent))
+                        DeviceClientHandler(credentials: credentials, bound: bound, onEvent: onEvent))
                 }
             }
             .connect(host: host, port: port).get()
+        channel.closeFuture.whenComplete { _ in bound.fail(DeviceConnectionClosed()) }
+        // Returns once the session is bound: messages flow and upstream may be sent.
+        try await bound.futureResult.get()
         return DeviceConnection(channel: channel)
     }
 
@@ -86,6 +94,12 @@ public final class DeviceConnection: Sendable {
     }
 
     public var closeFuture: EventLoopFuture<Void> { channel.closeFuture }
+
+    /// Sends an upstream message (`{"to":"SENDER@gcm.googleapis.com","message_id":…,"data":{…}}`).
+    public func sendUpstream(_ message: JSONValue) {
+        let text = "<message><gcm xmlns=\"google:mobile:data\">\(XMLEscaping.escapeText(message.encoded()))</gcm></message>"
+        channel.writeAndFlush(ByteBuffer(string: text), promise: nil)
+    }
 }
 
 /// The client side of the device channel: stream, SASL PLAIN with the device credentials, bind, then
@@ -98,13 +112,15 @@ final class DeviceClientHandler: ChannelInboundHandler {
 
     let credentials: DeviceCredentials
     let onEvent: @Sendable (DeviceEvent) -> Void
+    let bound: EventLoopPromise<Void>
     let parser = XMLStreamParser(limits: .postAuth)
     var phase = Phase.opening
     var context: ChannelHandlerContext?
     var disconnectReason: String?
 
-    init(credentials: DeviceCredentials, onEvent: @escaping @Sendable (DeviceEvent) -> Void) {
+    init(credentials: DeviceCredentials, bound: EventLoopPromise<Void>, onEvent: @escaping @Sendable (DeviceEvent) -> Void) {
         self.credentials = credentials
+        self.bound = bound
         self.onEvent = onEvent
         parser.pauseAfter = { $0.name == "success" }
     }
@@ -188,12 +204,20 @@ final class DeviceClientHandler: ChannelInboundHandler {
             }
             phase = .connected
             onEvent(.connected)
+            bound.succeed(())
         case ("message", .connected):
             guard stanza.attribute("type") != "error",
                   let gcm = stanza.firstChild(named: "gcm", namespace: "google:mobile:data"),
                   let json = try? JSONValue.parse(gcm.text), case .object(let fields) = json else { return }
-            onEvent(.message(json))
-            if case .string(let id)? = fields["message_id"] {
+            // Answers to upstream messages carry no stanza id and need no ACK.
+            if let type = fields["message_type"]?.stringValue, type == "sent" || type == "send_error",
+               stanza.attribute("id") == nil {
+                onEvent(.upstreamAnswer(json))
+                return
+            }
+            let toTray = stanza.firstChild(named: "tray", namespace: "urn:ccs-emulator:device") != nil
+            onEvent(.message(json, toTray: toTray))
+            if let id = stanza.attribute("id") ?? fields["message_id"]?.stringValue {
                 let ack = JSONValue.object(["message_id": .string(id), "message_type": .string("ack")]).encoded()
                 send("<message><gcm xmlns=\"google:mobile:data\">\(XMLEscaping.escapeText(ack))</gcm></message>")
             }
@@ -206,4 +230,8 @@ final class DeviceClientHandler: ChannelInboundHandler {
             break
         }
     }
+}
+
+public struct DeviceConnectionClosed: Error, CustomStringConvertible {
+    public var description: String { "the connection closed before the session was established" }
 }

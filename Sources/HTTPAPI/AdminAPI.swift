@@ -90,12 +90,14 @@ public struct AdminAPI: Sendable {
                     "remote_address": .string(c.info.remoteAddress),
                     "connected_at": .int(Int64(c.info.connectedAtMillis)),
                     "pending": .int(Int64(c.pending)), "draining": .bool(c.draining),
+                    "unacked_outbound": .int(Int64(c.unackedOutbound)),
                 ]
                 if let jid = c.info.resource { fields["jid"] = .string(jid) }
                 return .object(fields)
             }
             return JSONResponse.make(.object(["connections": .array(list)]))
         }
+        addDeviceControlRoutes(to: v1)
         v1.post("connections/:id/drain") { _, context in
             let id = try context.parameters.require("id")
             guard self.engine.drain(connectionID: id) else { throw APIError.notFound("no connection with id \(id)") }
@@ -140,12 +142,119 @@ public struct AdminAPI: Sendable {
             let record = try await engine.registerDevice(app: app, senders: senders, platform: platform)
             return JSONResponse.make(status: .created, deviceJSON(record, queued: 0, secrets: true))
         } catch {
-            switch error {
-            case .invalidRequest(let m): throw APIError.badRequest(m)
-            case .unknownSender: throw APIError(status: .forbidden, message: error.description, googleStatus: "PERMISSION_DENIED")
-            case .storeFailure: throw APIError(status: .internalServerError, message: error.description, googleStatus: "INTERNAL")
-            }
+            throw Self.apiError(error)
         }
+    }
+
+    static func apiError(_ error: RegistrationError) -> APIError {
+        switch error {
+        case .invalidRequest(let m): return .badRequest(m)
+        case .unknownSender: return APIError(status: .forbidden, message: error.description, googleStatus: "PERMISSION_DENIED")
+        case .unknownDevice: return .notFound(error.description)
+        case .storeFailure: return APIError(status: .internalServerError, message: error.description, googleStatus: "INTERNAL")
+        }
+    }
+
+    static func jsonBody(_ request: Request) async throws -> [String: JSONValue] {
+        let body = try await request.body.collect(upTo: 1 << 20)
+        if body.readableBytes == 0 { return [:] }
+        guard case .object(let fields)? = try? JSONValue.parse(String(buffer: body)) else {
+            throw APIError.badRequest("the body must be a JSON object")
+        }
+        return fields
+    }
+
+    func addDeviceControlRoutes(to v1: RouterGroup<some RequestContext>) {
+        v1.post("devices/:token/state") { request, context in
+            let token = try context.parameters.require("token")
+            let fields = try await Self.jsonBody(request)
+            var foreground: Bool?, idle: Bool?
+            for (key, value) in fields {
+                guard let b = value.boolValue else { throw APIError.badRequest("\"\(key)\" must be true or false") }
+                switch key {
+                case "foreground": foreground = b
+                case "background": foreground = !b
+                case "idle": idle = b
+                case "active": idle = !b
+                default: throw APIError.badRequest("unknown state \"\(key)\" (foreground, background, idle, active)")
+                }
+            }
+            do {
+                let st = try await self.engine.setDeviceState(token: token, foreground: foreground, idle: idle)
+                return JSONResponse.make(.object(["foreground": .bool(st.foreground), "idle": .bool(st.idle)]))
+            } catch let error as RegistrationError { throw Self.apiError(error) }
+        }
+        v1.post("devices/:token/uninstall") { _, context in
+            let token = try context.parameters.require("token")
+            do { try await self.engine.uninstall(token: token) } catch let error as RegistrationError { throw Self.apiError(error) }
+            return JSONResponse.make(.object(["token": .string(token), "status": .string("uninstalled")]))
+        }
+        v1.post("devices/:token/reinstall") { _, context in
+            let token = try context.parameters.require("token")
+            do {
+                let record = try await self.engine.reinstall(token: token)
+                return JSONResponse.make(status: .created, self.deviceJSON(record, queued: 0, secrets: true))
+            } catch let error as RegistrationError { throw Self.apiError(error) }
+        }
+        v1.post("devices/:token/disconnect") { _, context in
+            let token = try context.parameters.require("token")
+            guard self.engine.device(token: token) != nil else { throw APIError.notFound("no device with token \(token)") }
+            let was = self.engine.disconnectDevice(token: token)
+            return JSONResponse.make(.object(["token": .string(token), "was_online": .bool(was)]))
+        }
+        v1.get("devices/:token/tray") { _, context in
+            let token = try context.parameters.require("token")
+            guard self.engine.device(token: token) != nil else { throw APIError.notFound("no device with token \(token)") }
+            let tray = (try? self.engine.store.tray(token: token)) ?? []
+            return JSONResponse.make(.object(["tray": .array(tray.map(Self.trayJSON))]))
+        }
+        v1.post("devices/:token/tray/:id/tap") { _, context in
+            let token = try context.parameters.require("token")
+            let id = try context.parameters.require("id")
+            do {
+                guard let entry = try await self.engine.tapNotification(token: token, deviceMessageID: id) else {
+                    throw APIError.notFound("no notification \(id) in the tray")
+                }
+                return JSONResponse.make(Self.trayJSON(entry))
+            } catch let error as RegistrationError { throw Self.apiError(error) }
+        }
+        v1.get("clock") { _, _ in self.clockJSON(self.engine.clock.nowMillis()) }
+        v1.post("clock/advance") { request, _ in
+            let fields = try await Self.jsonBody(request)
+            var ms: Int64 = 0
+            if let v = fields["seconds"] {
+                guard let n = v.numberValue, n >= 0 else { throw APIError.badRequest("\"seconds\" must be a non-negative number") }
+                ms += Int64(n * 1000)
+            }
+            if let v = fields["millis"] {
+                guard let n = v.intValue, n >= 0 else { throw APIError.badRequest("\"millis\" must be a non-negative integer") }
+                ms += n
+            }
+            guard let now = await self.engine.advanceClock(byMillis: ms) else {
+                throw APIError(status: .conflict, message: "the clock is the wall clock; start with --clock virtual",
+                               googleStatus: "FAILED_PRECONDITION")
+            }
+            return self.clockJSON(now)
+        }
+        v1.get("outbound") { _, _ in
+            let items = self.engine.outbound().sorted { ($0.senderID, $0.messageID) < ($1.senderID, $1.messageID) }
+            return JSONResponse.make(.object(["outbound": .array(items.map { o in
+                var f: [String: JSONValue] = ["sender_id": .string(o.senderID), "kind": .string(o.kind),
+                                              "message_id": .string(o.messageID), "token": .string(o.token),
+                                              "expires_at": .int(o.expiresAt)]
+                if let c = o.connectionID { f["connection_id"] = .string(c) }
+                return .object(f)
+            })]))
+        }
+    }
+
+    func clockJSON(_ now: Int64) -> Response {
+        JSONResponse.make(.object(["now_ms": .int(now), "kind": .string(engine.isVirtualClock ? "virtual" : "wall")]))
+    }
+
+    static func trayJSON(_ t: TrayEntry) -> JSONValue {
+        .object(["message_id": .string(t.deviceMessageID), "shown_at": .int(t.shownAt),
+                 "message": (try? JSONValue.parse(t.payload)) ?? .string(t.payload)])
     }
 
     func deviceJSON(_ d: DeviceRecord, queued: Int, secrets: Bool) -> JSONValue {
@@ -155,6 +264,9 @@ public struct AdminAPI: Sendable {
             "status": .string(d.status), "created_at": .int(Int64(d.createdAt)),
             "online": .bool(engine.isOnline(token: d.token)), "queued": .int(Int64(queued)),
         ]
+        if let st = engine.deviceState(token: d.token) {
+            fields["state"] = .object(["foreground": .bool(st.foreground), "idle": .bool(st.idle)])
+        }
         if secrets { fields["device_secret"] = .string(d.secret) }
         return .object(fields)
     }
@@ -166,6 +278,7 @@ public struct AdminAPI: Sendable {
             "time_to_live": .int(Int64(m.timeToLive)), "enqueued_at": .int(Int64(m.enqueuedAt)),
             "expires_at": .int(Int64(m.expiresAt)),
             "delivery_receipt_requested": .bool(m.deliveryReceiptRequested),
+            "delay_while_idle": .bool(m.delayWhileIdle), "kind": .string(m.kind),
             "payload": (try? JSONValue.parse(m.payload)) ?? .string(m.payload),
         ]
         if let ck = m.collapseKey { fields["collapse_key"] = .string(ck) }

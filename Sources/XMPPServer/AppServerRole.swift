@@ -14,9 +14,10 @@ extension XMPPConnectionHandler {
             write(stanzaError(echoing: stanza, gcmText: gcm.text, description: description))
         case .failure(.nack(let nack)):
             write(nackStanza(nack))
-        case .success(.ack), .success(.nack):
-            // ACKs of upstream messages and receipts: there is no upstream traffic to acknowledge yet.
-            break
+        case .success(.ack(let messageID, _)):
+            if let link { engine.appServerAcknowledged(connectionID: link.id, messageID: messageID) }
+        case .success(.nack):
+            break // app servers never NACK (spec §5.1); there is nothing to undo
         case .success(.downstream(let message)):
             downstream(message)
         }
@@ -66,6 +67,17 @@ extension XMPPConnectionHandler {
         Self.gcmMessage(OutgoingJSON.nack(nack))
     }
 
+    /// Upstream messages and receipts: `type="normal"` from `devices@gcm.googleapis.com`, attributes in
+    /// the order the PHP client's regular expression expects (spec §5.1).
+    func sendToAppServer(_ messages: [OutboundMessage]) {
+        let bare = negotiation.boundJID.map { String($0.split(separator: "/", maxSplits: 1)[0]) }
+            ?? "\(principal ?? "")@gcm.googleapis.com"
+        let head = "<message to=\"\(XMLEscaping.escapeAttribute(bare))\" from=\"devices@gcm.googleapis.com\" type=\"normal\"><gcm xmlns=\"google:mobile:data\">"
+        for m in messages {
+            writeAndScheduleFlush(head + XMLEscaping.escapeText(m.json) + "</gcm></message>")
+        }
+    }
+
     static func gcmMessage(_ json: String) -> String {
         "<message><gcm xmlns=\"google:mobile:data\">\(XMLEscaping.escapeText(json))</gcm></message>"
     }
@@ -84,6 +96,7 @@ extension XMPPConnectionHandler {
     func startDraining() {
         guard role == .appServer, let link, let context, !closing, !link.isDraining else { return }
         link.draining.store(true, ordering: .relaxed)
+        engine.connectionDraining(id: link.id)
         writeAndScheduleFlush("<message><data:gcm xmlns:data=\"google:mobile:data\">\(OutgoingJSON.connectionDraining)</data:gcm></message>")
         let bound = link.handler
         drainClose = context.eventLoop.scheduleTask(in: configuration.drainGracePeriod) {

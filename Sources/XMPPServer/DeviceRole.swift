@@ -9,12 +9,17 @@ extension XMPPConnectionHandler {
     func deviceStanza(_ stanza: XMLElement) {
         guard let token = principal else { return }
         guard stanza.name == "message", let gcm = stanza.firstChild(named: "gcm", namespace: NS.gcm) else { return }
-        guard case .object(let json)? = try? JSONValue.parse(gcm.text),
-              case .string(let type)? = json["message_type"] else {
-            write(deviceError(stanza, condition: "bad-request", text: "expected a JSON object with \"message_type\""))
+        guard case .object(let json)? = try? JSONValue.parse(gcm.text) else {
+            write(deviceError(stanza, condition: "bad-request", text: "expected a JSON object"))
             return
         }
-        switch type {
+        guard case .string(let type)? = json["message_type"] else {
+            // No message_type: an upstream message for an app server.
+            guard let link else { return }
+            engine.upstream(from: token, json) { outcome in link.answerUpstream(outcome.json) }
+            return
+        }
+        switch type.lowercased() {
         case "ack":
             guard case .string(let id)? = json["message_id"] else {
                 write(deviceError(stanza, condition: "bad-request", text: "ack without \"message_id\""))
@@ -34,9 +39,12 @@ extension XMPPConnectionHandler {
             + "<text xmlns=\"\(NS.stanzas)\">\(XMLEscaping.escapeText(text))</text></error></message>"
     }
 
-    func deliverToDevice(_ messages: [QueuedMessage]) {
-        for m in messages {
-            writeAndScheduleFlush("<message id=\"\(XMLEscaping.escapeAttribute(m.deviceMessageID))\"><gcm xmlns=\"google:mobile:data\">\(XMLEscaping.escapeText(m.payload))</gcm></message>")
+    /// Each message as `<message id="ACK-ID"><gcm …>payload</gcm></message>`; a notification the system
+    /// shows in the tray (app in the background) carries `<tray xmlns="urn:ccs-emulator:device"/>`.
+    func deliverToDevice(_ deliveries: [DeviceDelivery]) {
+        for d in deliveries {
+            let tray = d.toTray ? "<tray xmlns=\"urn:ccs-emulator:device\"/>" : ""
+            writeAndScheduleFlush("<message id=\"\(XMLEscaping.escapeAttribute(d.message.deviceMessageID))\"><gcm xmlns=\"google:mobile:data\">\(XMLEscaping.escapeText(d.message.payload))</gcm>\(tray)</message>")
         }
     }
 }

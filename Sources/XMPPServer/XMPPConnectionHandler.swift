@@ -33,6 +33,8 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     var closing = false
     var flushScheduled = false
     var remoteAddress = "?"
+    /// The session is registered with the engine (once, even if a client binds twice).
+    var registered = false
     /// App server: the sender ID. Device: the token.
     var principal: String?
 
@@ -68,7 +70,7 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     func channelInactive(context: ChannelHandlerContext) {
         authTimeout?.cancel()
         drainClose?.cancel()
-        if let link, let principal {
+        if let link, let principal, registered {
             switch role {
             case .appServer: engine.connectionClosed(id: link.id)
             case .device: engine.deviceDisconnected(token: principal, link: link)
@@ -169,13 +171,13 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
                                                connectedAtMillis: engine.clock.nowMillis(),
                                                resource: negotiation.boundJID)
             // A second bind on the same stream must not register the connection twice.
-            if !link.registered {
-                link.registered = true
+            if !registered {
+                registered = true
                 engine.connectionOpened(info, link: link)
             }
         case .device:
-            if !link.registered {
-                link.registered = true
+            if !registered {
+                registered = true
                 context.flush()
                 engine.deviceConnected(token: principal, link: link)
             }
@@ -215,16 +217,14 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     }
 }
 
-/// The engine's handle on one connection; safe to use from any thread.
-final class ConnectionLink: AppServerLink, DeviceLink, @unchecked Sendable {
-    // @unchecked: `registered` is only touched on the connection's event loop (asserted by NIOLoopBound
-    // access patterns in the handler); everything else is immutable or atomic.
+/// The engine's handle on one connection; safe to use from any thread: it only hops to the
+/// connection's event loop.
+final class ConnectionLink: AppServerLink, DeviceLink {
     let id: String
     let handler: NIOLoopBound<XMPPConnectionHandler>
     let eventLoop: any EventLoop
     let pending = Atomic<Int>(0)
     let draining = Atomic<Bool>(false)
-    var registered = false
 
     init(handler: NIOLoopBound<XMPPConnectionHandler>, eventLoop: any EventLoop) {
         var g = SystemRandomNumberGenerator()
@@ -241,9 +241,19 @@ final class ConnectionLink: AppServerLink, DeviceLink, @unchecked Sendable {
         eventLoop.execute { handler.value.startDraining() }
     }
 
-    func deliver(_ messages: [QueuedMessage]) {
+    func deliver(_ messages: [DeviceDelivery]) {
         let handler = self.handler
         eventLoop.execute { handler.value.deliverToDevice(messages) }
+    }
+
+    func answerUpstream(_ json: String) {
+        let handler = self.handler
+        eventLoop.execute { handler.value.writeAndScheduleFlush(XMPPConnectionHandler.gcmMessage(json)) }
+    }
+
+    func sendOutbound(_ messages: [OutboundMessage]) {
+        let handler = self.handler
+        eventLoop.execute { handler.value.sendToAppServer(messages) }
     }
 
     func close() {

@@ -10,18 +10,22 @@ struct Device: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a simulated device: register, connect, print what arrives.",
         discussion: """
-            Prints one JSON line per event on stdout: {"event":"registered","token":…} (after registering), \
-            {"event":"connected"}, {"event":"message","message":{…}} (the message as the app sees it; the \
-            device ACKs it right after printing), {"event":"offline"}, {"event":"disconnected"}, \
-            {"event":"error","error":…}. Reads JSON-line commands on stdin: {"go":"offline"} closes the \
-            connection, {"go":"online"} reconnects (and receives what was queued meanwhile). End of input: \
-            disconnect and exit 0.
+            Prints one JSON line per event on stdout: registered (token, device_id, …), connected, message \
+            (the message as the app sees it; ACKed right after printing), notification (shown in the tray: \
+            the app is in the background), deleted_messages, sent / send_error (upstream), state, offline, \
+            uninstalled, disconnected, error.
+
+            Reads JSON-line commands on stdin: {"go":"offline"|"online"|"foreground"|"background"|"idle"|\
+            "active"|"uninstall"|"reinstall"}, {"tap":"<message_id>"} (open a notification from the tray), \
+            {"upstream":{"data":{…},"message_id":…,"to":…,"time_to_live":…}} (to defaults to the first \
+            sender; while offline up to 20 upstream messages wait and go out on reconnect). End of input: \
+            disconnect and exit 0. See docs/device-protocol.md.
             """)
 
     @Option(help: "The emulator's HTTP base URL.")
     var emulator = "http://127.0.0.1:8080"
-    @Option(help: "The app's package name.")
-    var app: String
+    @Option(help: "The app's package name (not needed with --token).")
+    var app: String?
     @Option(name: .customLong("sender"), help: "A sender ID the app registers for (repeat for several, up to 100).")
     var senders: [String] = []
     @Option(help: "android or ios.")
@@ -30,7 +34,9 @@ struct Device: AsyncParsableCommand {
     var token: String?
 
     func validate() throws {
-        if token == nil && senders.isEmpty { throw ValidationError("give at least one --sender (or --token)") }
+        if token == nil && (senders.isEmpty || app == nil) {
+            throw ValidationError("give --app and at least one --sender (or --token)")
+        }
         if platform != "android" && platform != "ios" { throw ValidationError("--platform is android or ios") }
         if HTTPJSONClient.parseBaseURL(emulator) == nil { throw ValidationError("--emulator must look like http://HOST:PORT") }
     }
@@ -38,93 +44,184 @@ struct Device: AsyncParsableCommand {
     func run() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let (host, port) = HTTPJSONClient.parseBaseURL(emulator)!
-        let http = HTTPJSONClient(host: host, port: port, group: group)
+        var session = DeviceSession(http: HTTPJSONClient(host: host, port: port, group: group), group: group, host: host)
+        var failed = false
         do {
-            try await runDevice(http: http, group: group, host: host)
-        } catch let error as HTTPJSONClient.Failure {
-            emit(["event": .string("error"), "error": .string(error.description)])
-            try? await group.shutdownGracefully()
-            throw ExitCode(1)
+            try await session.start(token: token, app: app ?? "", senders: senders, platform: platform)
+            for await command in StdinCommands().stream {
+                do { try await session.handle(command) } catch {
+                    DeviceSession.emit(["event": .string("error"), "error": .string("\(error)")])
+                }
+            }
+            await session.stop()
         } catch {
-            emit(["event": .string("error"), "error": .string("\(error)")])
-            try? await group.shutdownGracefully()
-            throw ExitCode(1)
+            DeviceSession.emit(["event": .string("error"), "error": .string("\(error)")])
+            failed = true
         }
         try? await group.shutdownGracefully()
+        if failed { throw ExitCode(1) }
+    }
+}
+
+/// The simulated device's life: its registration, its connection, its offline upstream cache.
+struct DeviceSession {
+    /// The client library keeps at most this many upstream messages while offline.
+    static let maxCachedUpstream = 20
+
+    let http: HTTPJSONClient
+    let group: any EventLoopGroup
+    let host: String
+    var devicePort = 0
+    var caPEM = ""
+    var credentials: DeviceCredentials?
+    var connection: DeviceConnection?
+    var cachedUpstream: [JSONValue] = []
+    var upstreamCounter = 0
+
+    init(http: HTTPJSONClient, group: any EventLoopGroup, host: String) {
+        self.http = http
+        self.group = group
+        self.host = host
     }
 
-    private func emit(_ fields: [String: JSONValue]) {
+    static func emit(_ fields: [String: JSONValue]) {
         Output.line(JSONValue.object(fields).encoded())
     }
 
-    private func runDevice(http: HTTPJSONClient, group: MultiThreadedEventLoopGroup, host: String) async throws {
-        guard case .object(let info) = try await http.getJSON("/emulator/v1/info"),
-              case .int(let devicePort)? = info["device_port"] else {
+    mutating func start(token: String?, app: String, senders: [String], platform: String) async throws {
+        let info = try await http.getJSON("/emulator/v1/info")
+        guard let port = info["device_port"]?.intValue else {
             throw ValidationError("the emulator's /emulator/v1/info has no device_port")
         }
-        let caPEM = try await http.request(.GET, "/emulator/v1/ca.pem").body
-
-        let credentials: DeviceCredentials
+        devicePort = Int(port)
+        caPEM = try await http.request(.GET, "/emulator/v1/ca.pem").body
         if let token {
-            let json = try await http.getJSON("/emulator/v1/devices/\(token)")
-            guard let c = DeviceCredentials(json: json) else { throw ValidationError("unexpected device record") }
+            guard let c = DeviceCredentials(json: try await http.getJSON("/emulator/v1/devices/\(token)")) else {
+                throw ValidationError("unexpected device record")
+            }
             credentials = c
         } else {
             let json = try await http.postJSON("/emulator/v1/devices", .object([
                 "app": .string(app), "senders": .array(senders.map { .string($0) }), "platform": .string(platform),
             ]))
-            guard let c = DeviceCredentials(json: json) else { throw ValidationError("unexpected registration answer") }
-            credentials = c
-            emit(["event": .string("registered"), "token": .string(c.token), "device_id": .string(c.deviceID),
-                  "app": .string(c.app), "senders": .array(c.senders.map { .string($0) }),
-                  "platform": .string(c.platform)])
+            try adoptRegistration(json)
         }
-
-        let commands = StdinCommands()
-        var connection: DeviceConnection? = try await connect(host: host, port: Int(devicePort), caPEM: caPEM,
-                                                               credentials: credentials, group: group)
-        for await command in commands.stream {
-            switch command {
-            case .go("offline"):
-                if let c = connection {
-                    await c.close()
-                    connection = nil
-                }
-                emit(["event": .string("offline")])
-            case .go("online"):
-                if connection == nil {
-                    connection = try await connect(host: host, port: Int(devicePort), caPEM: caPEM,
-                                                   credentials: credentials, group: group)
-                }
-            case .go(let other):
-                emit(["event": .string("error"), "error": .string("unknown state \"\(other)\"")])
-            case .invalid(let line):
-                emit(["event": .string("error"), "error": .string("not a command: \(line)")])
-            }
-        }
-        if let connection { await connection.close() }
+        try await goOnline()
     }
 
-    private func connect(host: String, port: Int, caPEM: String, credentials: DeviceCredentials,
-                         group: any EventLoopGroup) async throws -> DeviceConnection {
-        try await DeviceConnection.connect(host: host, port: port, caPEM: caPEM, credentials: credentials,
-                                           group: group) { event in
-            switch event {
-            case .connected:
-                Output.line(#"{"event":"connected"}"#)
-            case .message(let message):
-                Output.line(JSONValue.object(["event": .string("message"), "message": message]).encoded())
-            case .disconnected(let reason):
-                var fields: [String: JSONValue] = ["event": .string("disconnected")]
-                if let reason { fields["reason"] = .string(reason) }
-                Output.line(JSONValue.object(fields).encoded())
+    private mutating func adoptRegistration(_ json: JSONValue) throws {
+        guard let c = DeviceCredentials(json: json) else { throw ValidationError("unexpected registration answer") }
+        credentials = c
+        Self.emit(["event": .string("registered"), "token": .string(c.token), "device_id": .string(c.deviceID),
+                   "app": .string(c.app), "senders": .array(c.senders.map { .string($0) }),
+                   "platform": .string(c.platform)])
+    }
+
+    mutating func stop() async {
+        if let connection { await connection.close() }
+        connection = nil
+    }
+
+    private mutating func goOnline() async throws {
+        guard connection == nil, let credentials else { return }
+        connection = try await DeviceConnection.connect(host: host, port: devicePort, caPEM: caPEM,
+                                                        credentials: credentials, group: group,
+                                                        onEvent: Self.print(event:))
+        for message in cachedUpstream { connection?.sendUpstream(message) }
+        cachedUpstream.removeAll()
+    }
+
+    private static func print(event: DeviceEvent) {
+        switch event {
+        case .connected:
+            Output.line(#"{"event":"connected"}"#)
+        case .message(let message, let toTray):
+            switch message["message_type"]?.stringValue {
+            case "deleted_messages"?:
+                emit(["event": .string("deleted_messages"), "message": message])
+            case "send_error"?:
+                emit(["event": .string("send_error"), "message_id": message["message_id"] ?? .null,
+                      "error": message["error"] ?? .null])
+            default:
+                emit(["event": .string(toTray ? "notification" : "message"), "message": message])
             }
+        case .upstreamAnswer(let answer):
+            let sent = answer["message_type"]?.stringValue == "sent"
+            var fields: [String: JSONValue] = ["event": .string(sent ? "sent" : "send_error"),
+                                               "message_id": answer["message_id"] ?? .null]
+            if !sent { fields["error"] = answer["error"] ?? .null }
+            emit(fields)
+        case .disconnected(let reason):
+            var fields: [String: JSONValue] = ["event": .string("disconnected")]
+            if let reason { fields["reason"] = .string(reason) }
+            emit(fields)
+        }
+    }
+
+    mutating func handle(_ command: DeviceCommandLine) async throws {
+        guard let token = credentials?.token else { return }
+        switch command {
+        case .go("offline"):
+            await stop()
+            Self.emit(["event": .string("offline")])
+        case .go("online"):
+            try await goOnline()
+        case .go(let s) where ["foreground", "background", "idle", "active"].contains(s):
+            let state = try await http.postJSON("/emulator/v1/devices/\(token)/state", .object([s: .bool(true)]))
+            Self.emit(["event": .string("state"), "state": state])
+        case .go("uninstall"):
+            _ = try await http.postJSON("/emulator/v1/devices/\(token)/uninstall", .object([:]))
+            await stop()
+            Self.emit(["event": .string("uninstalled"), "token": .string(token)])
+        case .go("reinstall"):
+            let json = try await http.postJSON("/emulator/v1/devices/\(token)/reinstall", .object([:]))
+            await stop()
+            cachedUpstream.removeAll()
+            try adoptRegistration(json)
+            try await goOnline()
+        case .go(let other):
+            Self.emit(["event": .string("error"), "error": .string("unknown state \"\(other)\"")])
+        case .tap(let id):
+            let path = id.replacingOccurrences(of: "%", with: "%25")
+            let entry = try await http.postJSON("/emulator/v1/devices/\(token)/tray/\(path)/tap", .object([:]))
+            Self.emit(["event": .string("message"), "message": entry["message"] ?? .null, "opened_from": .string("tray")])
+        case .upstream(let fields):
+            sendUpstream(fields)
+        case .invalid(let line):
+            Self.emit(["event": .string("error"), "error": .string("not a command: \(line)")])
+        }
+    }
+
+    private mutating func sendUpstream(_ fields: [String: JSONValue]) {
+        guard let credentials else { return }
+        var message = fields
+        if message["to"] == nil, let sender = credentials.senders.first {
+            message["to"] = .string("\(sender)@gcm.googleapis.com")
+        }
+        if message["message_id"] == nil {
+            upstreamCounter += 1
+            message["message_id"] = .string("up-\(upstreamCounter)-\(UInt32.random(in: 0 ... .max))")
+        }
+        // As the client library does: only string data values are sent.
+        if let data = message["data"]?.objectValue {
+            message["data"] = .object(data.filter { if case .string = $0.value { return true } else { return false } })
+        }
+        let json = JSONValue.object(message)
+        if let connection {
+            connection.sendUpstream(json)
+        } else if cachedUpstream.count < Self.maxCachedUpstream {
+            cachedUpstream.append(json)
+        } else {
+            Self.emit(["event": .string("send_error"), "message_id": message["message_id"] ?? .null,
+                       "error": .string("TOO_MANY_PENDING_MESSAGES")])
         }
     }
 }
 
 enum DeviceCommandLine: Sendable {
     case go(String)
+    case tap(String)
+    case upstream([String: JSONValue])
     case invalid(String)
 }
 
@@ -139,8 +236,16 @@ final class StdinCommands: Sendable {
             while let line = readLine() {
                 let trimmed = line.trimmingCharacters(in: .whitespaces)
                 if trimmed.isEmpty { continue }
-                if case .object(let o)? = try? JSONValue.parse(trimmed), case .string(let state)? = o["go"] {
+                guard case .object(let o)? = try? JSONValue.parse(trimmed) else {
+                    continuation.yield(.invalid(trimmed))
+                    continue
+                }
+                if case .string(let state)? = o["go"] {
                     continuation.yield(.go(state))
+                } else if case .string(let id)? = o["tap"] {
+                    continuation.yield(.tap(id))
+                } else if case .object(let up)? = o["upstream"] {
+                    continuation.yield(.upstream(up))
                 } else {
                     continuation.yield(.invalid(trimmed))
                 }

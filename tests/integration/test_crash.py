@@ -7,11 +7,12 @@ messages (FCM drops a device's whole queue past that; the emulator may emulate i
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
-from ccs_support import EmulatorServer, XmppConn, new_key, new_sender_id, register_device
+from ccs_support import EmulatorServer, XmppConn, get_device, new_key, new_sender_id, register_device
 from ccs_support.xmpp import ServerClosed, gcm_stanza
 
 N_MESSAGES = 500
@@ -114,5 +115,29 @@ def test_sigkill_loses_no_acked_message(tmp_path, devices, kill_after):
         for i, t in enumerate(tokens):
             wrong = [s for s in delivered[t] if s >= sent or s % N_DEVICES != i]
             assert not wrong, f"device {i} got seqs it was never sent: {wrong[:20]}"
+    finally:
+        srv.stop()
+
+
+def test_sigterm_exits_zero_and_keeps_data(tmp_path):
+    """SIGTERM drains and exits 0; what was ACKed is there after a restart."""
+    srv = EmulatorServer(tmp_path / "data", log_dir=tmp_path)
+    try:
+        srv.start()
+        sender, key = new_sender_id(), new_key()
+        token = register_device(srv.http_base, APP, [sender])["token"]
+        c = XmppConn(srv.ccs_port, srv.ca_cert)
+        c.login(sender, key)
+        payload, item = c.downstream({"to": token, "message_id": "keep-1", "data": {"seq": "1"}})
+        assert payload.get("message_type") == "ack", item.raw
+        rc = srv.stop(timeout=15)  # with the app-server connection still open
+        c.close()
+        assert rc == 0, f"exit status after SIGTERM: {rc}\n{srv.stderr_tail()}"
+
+        srv.start()
+        status, body = get_device(srv.http_base, token)
+        assert status == 200, body
+        assert len(body["queue"]) == 1, body
+        assert '{"seq":"1"}' in json.dumps(body["queue"][0], separators=(",", ":")), body
     finally:
         srv.stop()

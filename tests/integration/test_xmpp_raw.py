@@ -136,6 +136,13 @@ def test_strict_auth_accepts_only_configured_pairs(start_server, xmpp, tmp_path)
         expect_not_authorized_and_close(c, c.auth_plain(plain_payload("", f"{sender}@gcm.googleapis.com", key)))
 
 
+def test_unauthenticated_connection_closed_after_timeout(xmpp):
+    """A client that opens a stream and never authenticates is eventually disconnected."""
+    c = xmpp()
+    c.open_stream()
+    c.wait_closed(55)
+
+
 # ---- after auth: bind, session, ping, roster, presence, unknown iq -------------------------------
 
 @pytest.mark.parametrize("resource", [None, "my-res"])

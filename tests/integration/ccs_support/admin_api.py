@@ -13,7 +13,7 @@ TIMEOUT = 15.0
 
 def http_json(method: str, url: str, body: Any = None, timeout: float = TIMEOUT) -> tuple[int, Any]:
     """Sends a request; returns (status, parsed JSON body or raw text or None). Never raises on 4xx/5xx."""
-    data = None
+    data = b"" if method in ("POST", "PUT", "PATCH") else None  # explicit Content-Length: 0
     headers = {"Accept": "application/json"}
     if body is not None:
         data = json.dumps(body).encode()
@@ -41,7 +41,8 @@ def register_device(base: str, app: str, senders: list[str], platform: str = "an
 
 
 def get_device(base: str, token: str) -> tuple[int, Any]:
-    return http_json("GET", f"{base}/emulator/v1/devices/{urllib.parse.quote(token, safe='')}")
+    # Tokens are [A-Za-z0-9_-] plus one ':', which is legal as is in a path segment.
+    return http_json("GET", f"{base}/emulator/v1/devices/{urllib.parse.quote(token, safe=':')}")
 
 
 def list_devices(base: str) -> list[dict]:

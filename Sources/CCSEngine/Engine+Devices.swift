@@ -1,0 +1,234 @@
+import CCSProtocol
+import CCSStore
+
+/// Simulated devices: registration, their connections, what they are handed, their states.
+extension Engine {
+    public func registerDevice(app: String, senders: [String], platform: String) async throws(RegistrationError) -> DeviceRecord {
+        let app = app.trimmingWhitespace
+        guard !app.isEmpty, app.count <= 255 else { throw .invalidRequest("\"app\" must be a non-empty package name") }
+        guard platform == "android" || platform == "ios" else {
+            throw .invalidRequest("\"platform\" must be \"android\" or \"ios\"")
+        }
+        var unique: [String] = []
+        for s in senders where !unique.contains(s) { unique.append(s) }
+        guard !unique.isEmpty else { throw .invalidRequest("\"senders\" must list at least one sender ID") }
+        guard unique.count <= configuration.maxSendersPerDevice else {
+            throw .invalidRequest("at most \(configuration.maxSendersPerDevice) sender IDs per registration")
+        }
+        for s in unique where !Self.isSenderID(s) { throw .invalidRequest("sender ID \"\(s)\" is not numeric") }
+        if configuration.authMode == .strict {
+            for s in unique where configuration.configuredSenders[s] == nil { throw .unknownSender(s) }
+        }
+        let instanceID = RegistrationToken.makeInstanceID()
+        let record = DeviceRecord(token: RegistrationToken.make(instanceID: instanceID),
+                                  deviceID: Self.randomHex(16), secret: Self.randomHex(32), app: app,
+                                  platform: platform, senders: unique, createdAt: clock.nowMillis(),
+                                  state: DeviceState().json)
+        try await commit([.upsertDevice(record)])
+        state.withLock { s in
+            s.devices[record.token] = record
+            s.deviceStates[record.token] = DeviceState()
+            s.tokenByDeviceID[record.deviceID] = record.token
+        }
+        return record
+    }
+
+    func commit(_ ops: [StoreOp]) async throws(RegistrationError) {
+        let result: Error? = await withCheckedContinuation { cont in
+            committer.submit(ops) { cont.resume(returning: $0) }
+        }
+        if let result { throw .storeFailure("\(result)") }
+    }
+
+    /// The device's record if `secret` is its device secret and its app is installed.
+    public func authenticateDevice(deviceID: String, secret: String) -> DeviceRecord? {
+        state.withLock { s in
+            guard let token = s.tokenByDeviceID[deviceID], let d = s.devices[token], d.secret == secret,
+                  d.status == "active" else { return nil }
+            return d
+        }
+    }
+
+    public func device(token: String) -> DeviceRecord? {
+        state.withLock { $0.devices[token] }
+    }
+
+    public func deviceState(token: String) -> DeviceState? {
+        state.withLock { $0.deviceStates[token] }
+    }
+
+    public func allDevices() -> [DeviceRecord] {
+        state.withLock { Array($0.devices.values) }.sorted { ($0.createdAt, $0.token) < ($1.createdAt, $1.token) }
+    }
+
+    public func isOnline(token: String) -> Bool {
+        state.withLock { $0.online[token] != nil }
+    }
+
+    /// A device connection is up: it replaces any older connection of the same device and receives
+    /// everything stored for it that it may take, then every message committed later.
+    public func deviceConnected(token: String, link: any DeviceLink) {
+        let previous: (any DeviceLink)? = state.withLock { s in
+            let old = s.online[token]?.link
+            s.online[token] = OnlineDevice(link: link)
+            return old
+        }
+        previous?.close()
+        deliverBacklog(token: token, link: link)
+    }
+
+    /// Reads the queue (after every write submitted so far) and hands over what the device may take
+    /// and does not hold yet. Marks the connection loaded, so later commits are handed over directly.
+    func deliverBacklog(token: String, link: any DeviceLink) {
+        committer.afterPendingWrites { [self] in
+            let now = clock.nowMillis()
+            let stored: [QueuedMessage]
+            do { stored = try store.queuedMessages(token: token) } catch {
+                logger.error("reading the queue failed", metadata: ["token": "\(token)", "error": "\(error)"])
+                stored = []
+            }
+            let sends = state.withLock { s -> [Send] in
+                guard var online = s.online[token], online.link === link else { return [] }
+                online.loaded = true
+                let deviceState = s.deviceStates[token] ?? DeviceState()
+                var deliveries: [DeviceDelivery] = []
+                for m in stored where m.expiresAt > now && online.inFlight[m.deviceMessageID] == nil
+                    && deviceState.admits(priority: m.priority, delayWhileIdle: m.delayWhileIdle) {
+                    let d = delivery(m, state: deviceState, platform: s.devices[token]?.platform)
+                    online.inFlight[m.deviceMessageID] = InFlightDownstream(message: m, toTray: d.toTray)
+                    deliveries.append(d)
+                }
+                s.online[token] = online
+                return deliveries.isEmpty ? [] : [.device(link, deliveries)]
+            }
+            perform(sends)
+        }
+    }
+
+    func delivery(_ m: QueuedMessage, state: DeviceState, platform: String?) -> DeviceDelivery {
+        // The system, not the app, shows a notification message while the app is in the background.
+        DeviceDelivery(message: m, toTray: m.kind == "message" && m.isNotification && !state.foreground)
+    }
+
+    /// Gives committed messages to the device's connection, if it is online, has its backlog, and may
+    /// take them now (Doze). Otherwise they wait in the queue.
+    func handOver(_ messages: [QueuedMessage], to token: String) {
+        let sends = state.withLock { s -> [Send] in
+            guard var online = s.online[token], online.loaded else { return [] }
+            let deviceState = s.deviceStates[token] ?? DeviceState()
+            var deliveries: [DeviceDelivery] = []
+            for m in messages where deviceState.admits(priority: m.priority, delayWhileIdle: m.delayWhileIdle) {
+                let d = delivery(m, state: deviceState, platform: s.devices[token]?.platform)
+                online.inFlight[m.deviceMessageID] = InFlightDownstream(message: m, toTray: d.toTray)
+                deliveries.append(d)
+            }
+            s.online[token] = online
+            return deliveries.isEmpty ? [] : [.device(online.link, deliveries)]
+        }
+        perform(sends)
+    }
+
+    public func deviceDisconnected(token: String, link: any DeviceLink) {
+        state.withLock { s in
+            if let online = s.online[token], online.link === link { s.online.removeValue(forKey: token) }
+        }
+    }
+
+    /// The device confirmed a message: it leaves the queue for good; a requested delivery receipt goes
+    /// to the sender; a notification for a backgrounded app lands in the tray.
+    public func deviceAcknowledged(token: String, deviceMessageID: String) {
+        let now = clock.nowMillis()
+        let found: (InFlightDownstream, DeviceRecord?)? = state.withLock { s in
+            guard var online = s.online[token], let entry = online.inFlight.removeValue(forKey: deviceMessageID) else {
+                return nil
+            }
+            s.online[token] = online
+            return (entry, s.devices[token])
+        }
+        guard let (entry, device) = found else { return }
+        let m = entry.message
+        var ops: [StoreOp] = [.removeMessage(token: token, deviceMessageID: deviceMessageID)]
+        if entry.toTray {
+            ops.append(.addToTray(TrayEntry(token: token, deviceMessageID: deviceMessageID, payload: m.payload, shownAt: now)))
+        }
+        var receipt: OutboundRecord?
+        if m.deliveryReceiptRequested {
+            let json = OutgoingJSON.receipt(category: device?.app, originalMessageID: m.appMessageID,
+                                            deviceRegistrationID: token, sentTimestampMillis: m.enqueuedAt)
+            let r = OutboundRecord(senderID: m.senderID, kind: "receipt",
+                                   messageID: DeliveryReceipt.messageIDPrefix + m.appMessageID, token: token,
+                                   json: json, createdAt: now,
+                                   expiresAt: now + Int64(DownstreamMessage.maximumTimeToLive) * 1000)
+            ops.append(.addOutbound(r))
+            receipt = r
+        }
+        committer.submit(ops) { [self, receipt] error in
+            guard error == nil, let receipt else { return }
+            enqueueOutbound(receipt)
+        }
+    }
+
+    // MARK: state changes (device CLI and admin API)
+
+    /// Changes foreground/background and idle/active; leaving idle hands over what Doze held back.
+    public func setDeviceState(token: String, foreground: Bool?, idle: Bool?) async throws(RegistrationError) -> DeviceState {
+        let change: (DeviceRecord, DeviceState, Bool)? = state.withLock { s in
+            guard var device = s.devices[token] else { return nil }
+            var st = s.deviceStates[token] ?? DeviceState()
+            let wasIdle = st.idle
+            if let foreground { st.foreground = foreground }
+            if let idle { st.idle = idle }
+            device.state = st.json
+            s.devices[token] = device
+            s.deviceStates[token] = st
+            return (device, st, wasIdle && !st.idle)
+        }
+        guard let (device, newState, woke) = change else { throw .unknownDevice(token) }
+        try await commit([.upsertDevice(device)])
+        if woke, let link = state.withLock({ $0.online[token]?.link }) {
+            deliverBacklog(token: token, link: link)
+        }
+        return newState
+    }
+
+    /// The app is uninstalled: the token is dead for good, its queue and tray are dropped, and its
+    /// connection is closed. Later downstream to it gets DEVICE_UNREGISTERED.
+    public func uninstall(token: String) async throws(RegistrationError) {
+        let change: (DeviceRecord, (any DeviceLink)?)? = state.withLock { s in
+            guard var device = s.devices[token] else { return nil }
+            device.status = "uninstalled"
+            s.devices[token] = device
+            let link = s.online.removeValue(forKey: token)?.link
+            return (device, link)
+        }
+        guard let (device, link) = change else { throw .unknownDevice(token) }
+        link?.close()
+        try await commit([.upsertDevice(device), .removeAllMessages(token: token), .clearTray(token: token)])
+    }
+
+    /// Re-installing the app: a fresh registration (new token) for the same app, senders and platform.
+    /// The old token stays invalid.
+    public func reinstall(token: String) async throws(RegistrationError) -> DeviceRecord {
+        guard let old = device(token: token) else { throw .unknownDevice(token) }
+        if old.status == "active" { try await uninstall(token: token) }
+        return try await registerDevice(app: old.app, senders: old.senders, platform: old.platform)
+    }
+
+    /// Closes the device's connection (the device goes offline), if it has one.
+    @discardableResult
+    public func disconnectDevice(token: String) -> Bool {
+        guard let link = state.withLock({ $0.online[token]?.link }) else { return false }
+        link.close()
+        return true
+    }
+
+    /// The user taps a notification in the tray: it leaves the tray and its payload goes to the app.
+    public func tapNotification(token: String, deviceMessageID: String) async throws(RegistrationError) -> TrayEntry? {
+        guard device(token: token) != nil else { throw .unknownDevice(token) }
+        let entries: [TrayEntry]
+        do { entries = try store.tray(token: token) } catch { throw .storeFailure("\(error)") }
+        guard let entry = entries.first(where: { $0.deviceMessageID == deviceMessageID }) else { return nil }
+        try await commit([.removeFromTray(token: token, deviceMessageID: deviceMessageID)])
+        return entry
+    }
+}

@@ -1,0 +1,259 @@
+import CCSProtocol
+import CCSStore
+import DequeModule
+
+/// The answer the device channel gives a device for one upstream message.
+public enum UpstreamOutcome: Sendable, Equatable {
+    /// Committed: the device's `onMessageSent`.
+    case sent(messageID: String)
+    /// Refused or expired: the device's `onSendError`.
+    case sendError(messageID: String, error: String)
+
+    /// The JSON the device receives.
+    public var json: String {
+        switch self {
+        case .sent(let id):
+            return JSONValue.object(["message_type": .string("sent"), "message_id": .string(id)]).encoded()
+        case .sendError(let id, let error):
+            return JSONValue.object(["message_type": .string("send_error"), "message_id": .string(id),
+                                     "error": .string(error)]).encoded()
+        }
+    }
+}
+
+/// Upstream messages (device → app server) and delivery receipts: stored until an app server ACKs
+/// them, spread over the sender's connections by free window, redelivered when a connection closes
+/// or an ACK does not come in time.
+extension Engine {
+    /// An upstream message from a device (the JSON object inside its `<gcm>`).
+    public func upstream(from token: String, _ object: [String: JSONValue],
+                         completion: @escaping @Sendable (UpstreamOutcome) -> Void) {
+        let messageID: String
+        switch object["message_id"] {
+        case .string(let s)? where !s.isEmpty: messageID = s
+        case .int(let n)?: messageID = String(n)
+        default:
+            completion(.sendError(messageID: "", error: "MISSING_MESSAGE_ID"))
+            return
+        }
+        guard case .string(let to)? = object["to"] else {
+            completion(.sendError(messageID: messageID, error: "MISSING_TO"))
+            return
+        }
+        let senderID = String(to.split(separator: "@", maxSplits: 1).first ?? "")
+        var timeToLive: Int?
+        if let ttlValue = object["time_to_live"], !ttlValue.isNull {
+            guard let ttl = ttlValue.intValue, (0...Int64(DownstreamMessage.maximumTimeToLive)).contains(ttl) else {
+                completion(.sendError(messageID: messageID, error: "INVALID_TTL"))
+                return
+            }
+            timeToLive = Int(ttl)
+        }
+        // As the client library does: only string values travel.
+        var data: [String: String] = [:]
+        for (k, v) in object["data"]?.objectValue ?? [:] { if case .string(let s) = v { data[k] = s } }
+        let now = clock.nowMillis()
+        let check: UpstreamCheck = state.withLock { s in
+            guard let device = s.devices[token], device.status == "active" else { return .error("DEVICE_UNREGISTERED") }
+            guard device.senders.contains(senderID) else { return .error("INVALID_SENDER") }
+            let pending = s.outboundPending[senderID] ?? []
+            var mine = 0
+            for r in pending where r.token == token && r.kind == "upstream" {
+                if r.messageID == messageID { return .error("DUPLICATE_MESSAGE_ID") }
+                mine += 1
+            }
+            for id in s.connectionsBySender[senderID] ?? [] {
+                for (_, sent) in s.connections[id]?.inFlight ?? [:]
+                where sent.record.token == token && sent.record.kind == "upstream" {
+                    if sent.record.messageID == messageID { return .error("DUPLICATE_MESSAGE_ID") }
+                    mine += 1
+                }
+            }
+            if mine >= configuration.maxPendingUpstreamPerDevice { return .error("TOO_MANY_MESSAGES") }
+            return .ok(device.app)
+        }
+        let category: String
+        switch check {
+        case .error(let e): completion(.sendError(messageID: messageID, error: e)); return
+        case .ok(let app): category = app
+        }
+        let json = OutgoingJSON.upstream(category: category, data: data, messageID: messageID, from: token,
+                                         timeToLive: timeToLive)
+        let ttl = Int64(timeToLive ?? DownstreamMessage.maximumTimeToLive)
+        let record = OutboundRecord(senderID: senderID, kind: "upstream", messageID: messageID, token: token,
+                                    json: json, createdAt: now, expiresAt: now + ttl * 1000)
+        committer.submit(.addOutbound(record)) { [self] error in
+            if error != nil {
+                completion(.sendError(messageID: messageID, error: "INTERNAL_SERVER_ERROR"))
+                return
+            }
+            completion(.sent(messageID: messageID))
+            enqueueOutbound(record)
+        }
+    }
+
+    private enum UpstreamCheck {
+        case ok(String)
+        case error(String)
+    }
+
+    /// A committed outbound message joins its sender's queue and goes out if a window is free.
+    func enqueueOutbound(_ record: OutboundRecord) {
+        let sends = state.withLock { s -> [Send] in
+            s.outboundPending[record.senderID, default: []].append(record)
+            return dispatchOutbound(sender: record.senderID, &s)
+        }
+        perform(sends)
+    }
+
+    /// Puts records back at the front of the sender's queue, oldest first.
+    func requeue(_ records: [OutboundRecord], sender: String, _ s: inout State) {
+        guard !records.isEmpty else { return }
+        let sorted = records.sorted { $0.createdAt < $1.createdAt }
+        var queue = s.outboundPending[sender] ?? []
+        queue.insert(contentsOf: sorted, at: 0)
+        s.outboundPending[sender] = queue
+    }
+
+    /// Hands queued outbound messages to the sender's connections: each message to the connection with
+    /// the most free window (ties broken round-robin), never past the window, never to a draining one.
+    func dispatchOutbound(sender: String, _ s: inout State) -> [Send] {
+        guard var queue = s.outboundPending[sender], !queue.isEmpty else { return [] }
+        let ids = (s.connectionsBySender[sender] ?? []).filter { s.connections[$0]?.link.isDraining == false }
+        guard !ids.isEmpty else { return [] }
+        let window = configuration.maxUnackedOutbound
+        let now = clock.nowMillis()
+        var batches: [String: [OutboundMessage]] = [:]
+        s.roundRobin &+= 1
+        while let next = queue.first {
+            var best: String?
+            var bestFree = 0
+            for k in 0..<ids.count {
+                let id = ids[(k + s.roundRobin) % ids.count]
+                let free = window - (s.connections[id]?.inFlight.count ?? window)
+                if free > bestFree { best = id; bestFree = free }
+            }
+            guard let chosen = best else { break }
+            queue.removeFirst()
+            if next.expiresAt <= now { continue } // expired: the tick reports it to the device
+            s.connections[chosen]?.inFlight[next.messageID] = SentOutbound(record: next, sentAt: now)
+            batches[chosen, default: []].append(OutboundMessage(messageID: next.messageID, json: next.json))
+            s.roundRobin &+= 1
+        }
+        s.outboundPending[sender] = queue
+        return batches.compactMap { id, messages in
+            s.connections[id].map { .appServer($0.link, messages) }
+        }
+    }
+
+    /// An app server ACKed an upstream message or a receipt on `connectionID`. Only the connection that
+    /// received the message can ACK it; receipts may be ACKed with or without the `dr2:` prefix.
+    /// Unknown and duplicate ACKs are ignored.
+    public func appServerAcknowledged(connectionID: String, messageID: String) {
+        let sends = state.withLock { s -> [Send] in
+            guard var entry = s.connections[connectionID] else { return [] }
+            let key = entry.inFlight[messageID] != nil ? messageID : DeliveryReceipt.messageIDPrefix + messageID
+            guard let sent = entry.inFlight.removeValue(forKey: key) else { return [] }
+            s.connections[connectionID] = entry
+            committer.submit(.removeOutbound(senderID: sent.record.senderID, kind: sent.record.kind,
+                                             messageID: sent.record.messageID))
+            return dispatchOutbound(sender: entry.info.senderID, &s)
+        }
+        perform(sends)
+    }
+
+    public struct OutboundSnapshot: Sendable {
+        public var senderID: String
+        public var kind: String
+        public var messageID: String
+        public var token: String
+        public var connectionID: String?
+        public var expiresAt: Int64
+    }
+
+    /// Every upstream message and receipt not yet ACKed, for the admin API.
+    public func outbound() -> [OutboundSnapshot] {
+        state.withLock { s in
+            var out: [OutboundSnapshot] = []
+            for (id, entry) in s.connections {
+                for sent in entry.inFlight.values {
+                    out.append(OutboundSnapshot(senderID: sent.record.senderID, kind: sent.record.kind,
+                                                messageID: sent.record.messageID, token: sent.record.token,
+                                                connectionID: id, expiresAt: sent.record.expiresAt))
+                }
+            }
+            for (_, queue) in s.outboundPending {
+                for r in queue {
+                    out.append(OutboundSnapshot(senderID: r.senderID, kind: r.kind, messageID: r.messageID,
+                                                token: r.token, connectionID: nil, expiresAt: r.expiresAt))
+                }
+            }
+            return out
+        }
+    }
+
+    // MARK: time
+
+    /// Runs what time triggers: drops expired downstream messages, drops expired upstream messages
+    /// (the device gets `send_error`), and sends again what was not ACKed within the ACK timeout.
+    /// Called every second on the wall clock, and after every advance of the virtual clock.
+    public func tick() {
+        let now = clock.nowMillis()
+        committer.submit(.removeExpired(now: now))
+        var expired: [OutboundRecord] = []
+        let sends = state.withLock { s -> [Send] in
+            var touched: Set<String> = []
+            for (sender, queue) in s.outboundPending {
+                let (dead, live) = queue.reduce(into: ([OutboundRecord](), Deque<OutboundRecord>())) { acc, r in
+                    if r.expiresAt <= now { acc.0.append(r) } else { acc.1.append(r) }
+                }
+                if !dead.isEmpty {
+                    expired += dead
+                    s.outboundPending[sender] = live
+                }
+            }
+            for (id, var entry) in s.connections {
+                var timedOut: [OutboundRecord] = []
+                for (key, sent) in entry.inFlight {
+                    if sent.record.expiresAt <= now {
+                        entry.inFlight.removeValue(forKey: key)
+                        expired.append(sent.record)
+                    } else if now - sent.sentAt >= configuration.ackTimeoutMillis {
+                        entry.inFlight.removeValue(forKey: key)
+                        timedOut.append(sent.record)
+                    }
+                }
+                s.connections[id] = entry
+                if !timedOut.isEmpty {
+                    requeue(timedOut, sender: entry.info.senderID, &s)
+                    touched.insert(entry.info.senderID)
+                }
+                if !expired.isEmpty { touched.insert(entry.info.senderID) }
+            }
+            return touched.flatMap { dispatchOutbound(sender: $0, &s) }
+        }
+        perform(sends)
+        for r in expired { outboundExpired(r, now: now) }
+    }
+
+    /// An outbound message's time ran out before any app server ACKed it: it is dropped, and the
+    /// device that sent it (upstream) gets `send_error` through its queue.
+    func outboundExpired(_ r: OutboundRecord, now: Int64) {
+        var ops: [StoreOp] = [.removeOutbound(senderID: r.senderID, kind: r.kind, messageID: r.messageID)]
+        var notice: QueuedMessage?
+        if r.kind == "upstream" {
+            let id = "send_error:\(r.messageID)"
+            let payload = UpstreamOutcome.sendError(messageID: r.messageID, error: "TTL_EXCEEDED").json
+            let m = QueuedMessage(token: r.token, deviceMessageID: id, senderID: r.senderID, appMessageID: r.messageID,
+                                  collapseKey: nil, priority: Priority.high.rawValue,
+                                  timeToLive: DownstreamMessage.maximumTimeToLive, enqueuedAt: now,
+                                  expiresAt: now + Int64(DownstreamMessage.maximumTimeToLive) * 1000,
+                                  deliveryReceiptRequested: false, kind: "send_error", payload: payload)
+            ops.append(.enqueue(m, limits: nil))
+            notice = m
+        }
+        committer.submit(ops) { [self, notice] error in
+            if error == nil, let notice { handOver([notice], to: r.token) }
+        }
+    }
+}
