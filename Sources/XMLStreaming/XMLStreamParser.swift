@@ -259,7 +259,9 @@ public final class XMLStreamParser {
             let sliceStart = fedToExpat
             let status = XML_Parse(parser, bytes + offset, Int32(length), 0)
             fedToExpat += length
-            if status == XML_STATUS_ERROR { return fail(expatError()) }
+            if status == XML_STATUS_ERROR {
+                return fail(declarationInContent(input, sliceOffset: offset, sliceStart: sliceStart) ?? expatError())
+            }
             if status == XML_STATUS_SUSPENDED {
                 // Paused by endElement: keep everything after the stanza.
                 let consumed = max(0, pauseEnd - sliceStart)
@@ -274,6 +276,18 @@ public final class XMLStreamParser {
             offset += length
         }
         return nil
+    }
+
+    /// A DOCTYPE or ENTITY declaration sent after the stream header is a syntax error to expat; it is the
+    /// XML-bomb shape all the same, so it is reported as restricted XML like one in the prolog.
+    private func declarationInContent(_ input: UnsafeRawBufferPointer, sliceOffset: Int, sliceStart: Int) -> XMLStreamError? {
+        if failure != nil { return nil }
+        let at = Int(XML_GetCurrentByteIndex(parser)) - sliceStart + sliceOffset
+        // expat reports the error at or just after the "<!"; look at the few bytes around it.
+        let window = input[max(0, at - 12)..<min(input.count, at + 12)]
+        let text = String(decoding: window, as: UTF8.self)
+        guard text.contains("<!DOCTYPE") || text.contains("<!ENTITY") else { return nil }
+        return .restrictedXML("markup declaration (<!…) inside the stream")
     }
 
     /// Catches a stanza (or stream header) that grows past the limit before expat reports its end,

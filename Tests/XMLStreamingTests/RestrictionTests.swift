@@ -148,3 +148,17 @@ let billionLaughs = """
         #expect(feedError(parser, "<c/>") == first)
     }
 }
+
+@Suite struct DeclarationAfterHeaderTests {
+    @Test func doctypeAfterTheStreamHeaderIsRestricted() throws {
+        let parser = XMLStreamParser()
+        _ = try parser.feed("<stream:stream xmlns='jabber:client' xmlns:stream='http://etherx.jabber.org/streams'>")
+        #expect(throws: XMLStreamError.self) { _ = try parser.feed("<!DOCTYPE m [<!ENTITY a 'b'>]><message/>") }
+        do {
+            _ = try parser.feed("<x/>")
+            Issue.record("a dead parser must keep throwing")
+        } catch {
+            #expect(error.streamErrorCondition == "restricted-xml")
+        }
+    }
+}

@@ -1,0 +1,322 @@
+import CCSEngine
+import CCSProtocol
+import CCSStore
+import Foundation
+import Testing
+
+@Suite struct DownstreamTests {
+    @Test func unknownTokenIsBadRegistration() async throws {
+        let h = try Harness()
+        let outcome = await h.send(data("m1", to: "nope"))
+        guard case .nack(let nack) = outcome else { Issue.record("expected a NACK"); return }
+        #expect(nack.code == .badRegistration)
+        #expect(nack.from == "nope")
+    }
+
+    @Test func anotherSendersTokenIsBadRegistration() async throws {
+        let h = try Harness()
+        let d = try await h.register(senders: ["111", "222"])
+        #expect(await h.send(data("m1", to: d.token), from: "222") == .ack(from: d.token))
+        guard case .nack(let nack) = await h.send(data("m2", to: d.token), from: "333") else {
+            Issue.record("expected a NACK"); return
+        }
+        #expect(nack.code == .badRegistration)
+        #expect(nack.description.contains("MismatchSenderId"))
+    }
+
+    @Test func ackComesOnlyAfterTheMessageIsStored() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        let stored: Int = await withCheckedContinuation { cont in
+            h.engine.downstream(data("m1", to: d.token), senderID: "111") { _ in
+                cont.resume(returning: (try? h.engine.store.queuedMessages(token: d.token).count) ?? -1)
+            }
+        }
+        #expect(stored == 1)
+    }
+
+    @Test func onlineDeviceGetsTheMessageShapedForTheApp() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        let device = await h.connect(d.token)
+        _ = await h.send(data("m1", to: d.token) { $0.collapseKey = "ck"; $0.timeToLive = 60 })
+        let payload = try #require(device.payloads.first)
+        #expect(payload["from"] == .string("111"))
+        #expect(payload["data"] == .object(["id": .string("m1")]))
+        #expect(payload["collapse_key"] == .string("ck"))
+        #expect(payload["ttl"] == .int(60))
+        #expect(payload["priority"] == .string("normal"))
+        let id = try #require(payload["message_id"]?.stringValue)
+        #expect(id.hasPrefix("0:") && id.contains("%"))
+        // The device ACK removes it from the queue.
+        h.engine.deviceAcknowledged(token: d.token, deviceMessageID: id)
+        await h.settle()
+        #expect(try h.queue(d.token).isEmpty)
+    }
+
+    @Test func unackedMessagesAreRedeliveredOnReconnect() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        let first = await h.connect(d.token)
+        _ = await h.send(data("m1", to: d.token))
+        #expect(first.ids.count == 1)
+        h.engine.deviceDisconnected(token: d.token, link: first)
+        let second = await h.connect(d.token)
+        #expect(second.ids == first.ids)
+    }
+
+    @Test func dryRunIsAckedButNeitherStoredNorDelivered() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        let device = await h.connect(d.token)
+        #expect(await h.send(data("m1", to: d.token) { $0.dryRun = true }) == .ack(from: d.token))
+        await h.settle()
+        #expect(device.ids.isEmpty)
+        #expect(try h.queue(d.token).isEmpty)
+    }
+
+    @Test func ttlZeroIsNowOrNever() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        #expect(await h.send(data("offline", to: d.token) { $0.timeToLive = 0 }) == .ack(from: d.token))
+        #expect(try h.queue(d.token).isEmpty)
+        let device = await h.connect(d.token)
+        #expect(device.ids.isEmpty)
+        _ = await h.send(data("online", to: d.token) { $0.timeToLive = 0 })
+        #expect(device.payloads.map { $0["data"]?["id"] } == [.string("online")])
+    }
+
+    @Test func expiredMessagesAreNeverDelivered() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        _ = await h.send(data("short", to: d.token) { $0.timeToLive = 60 })
+        _ = await h.send(data("long", to: d.token) { $0.timeToLive = 2_419_200 })
+        _ = await h.engine.advanceClock(byMillis: 61_000)
+        #expect(try h.queue(d.token).map(\.appMessageID) == ["long"])
+        _ = await h.engine.advanceClock(byMillis: 2_419_200_000)
+        let device = await h.connect(d.token)
+        #expect(device.ids.isEmpty)
+    }
+
+    @Test func collapseKeyReplacesQueuedMessage() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        _ = await h.send(data("a", to: d.token) { $0.collapseKey = "score" })
+        _ = await h.send(data("b", to: d.token) { $0.collapseKey = "score" })
+        let device = await h.connect(d.token)
+        #expect(device.payloads.map { $0["data"]?["id"] } == [.string("b")])
+    }
+
+    @Test func notificationsCollapseOnTheAppWithoutAKey() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        _ = await h.send(DownstreamMessage(to: d.token, messageID: "n1", notification: ["title": "1"]))
+        _ = await h.send(DownstreamMessage(to: d.token, messageID: "n2", notification: ["title": "2"]))
+        #expect(try h.queue(d.token).map(\.appMessageID) == ["n2"])
+    }
+
+    @Test func moreThan100StoredMessagesAreDiscardedWithOneNotice() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        for i in 0...100 { _ = await h.send(data("m\(i)", to: d.token)) }
+        let device = await h.connect(d.token)
+        let types = device.payloads.map { $0["message_type"] }
+        #expect(types == [.string("deleted_messages")])
+    }
+
+    @Test func dozeHoldsNormalAndDelayWhileIdleButNotHigh() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        let device = await h.connect(d.token)
+        _ = try await h.engine.setDeviceState(token: d.token, foreground: nil, idle: true)
+        _ = await h.send(data("normal", to: d.token))
+        _ = await h.send(data("high", to: d.token) { $0.priority = .high })
+        _ = await h.send(data("held", to: d.token) { $0.priority = .high; $0.delayWhileIdle = true })
+        await h.settle()
+        #expect(device.payloads.map { $0["data"]?["id"] } == [.string("high")])
+        _ = try await h.engine.setDeviceState(token: d.token, foreground: nil, idle: false)
+        await h.settle()
+        #expect(Set(device.payloads.compactMap { $0["data"]?["id"]?.stringValue }) == ["high", "normal", "held"])
+    }
+
+    @Test func uninstalledAppGetsDeviceUnregisteredAndReinstallMakesANewToken() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        _ = await h.send(data("m1", to: d.token))
+        try await h.engine.uninstall(token: d.token)
+        #expect(try h.queue(d.token).isEmpty)
+        guard case .nack(let nack) = await h.send(data("m2", to: d.token)) else { Issue.record("expected NACK"); return }
+        #expect(nack.code == .deviceUnregistered)
+        let fresh = try await h.engine.reinstall(token: d.token)
+        #expect(fresh.token != d.token)
+        guard case .nack(let again) = await h.send(data("m3", to: d.token)) else { Issue.record("expected NACK"); return }
+        #expect(again.code == .deviceUnregistered)
+        #expect(await h.send(data("m4", to: fresh.token)) == .ack(from: fresh.token))
+    }
+
+    @Test func backgroundNotificationGoesToTheTrayAndTapHandsItOver() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        _ = try await h.engine.setDeviceState(token: d.token, foreground: false, idle: nil)
+        let device = await h.connect(d.token)
+        _ = await h.send(DownstreamMessage(to: d.token, messageID: "n1", data: ["k": "v"], notification: ["title": "t"]))
+        _ = await h.send(data("d1", to: d.token))
+        let deliveries = device.delivered.withLock { $0 }
+        #expect(deliveries.map(\.toTray) == [true, false])
+        for id in device.ids { h.engine.deviceAcknowledged(token: d.token, deviceMessageID: id) }
+        await h.settle()
+        let tray = try h.engine.store.tray(token: d.token)
+        #expect(tray.count == 1)
+        let tapped = try await h.engine.tapNotification(token: d.token, deviceMessageID: tray[0].deviceMessageID)
+        #expect(tapped?.payload.contains("\"k\":\"v\"") == true)
+        #expect(try h.engine.store.tray(token: d.token).isEmpty)
+    }
+}
+
+@Suite struct ReceiptAndUpstreamTests {
+    @Test func deviceAckProducesAReceiptForTheSender() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        let server = h.appServer(id: "c1")
+        let device = await h.connect(d.token)
+        _ = await h.send(data("m1", to: d.token) { $0.deliveryReceiptRequested = true })
+        h.engine.deviceAcknowledged(token: d.token, deviceMessageID: device.ids[0])
+        await h.settle()
+        let receipt = try #require(server.sent.withLock { $0.first })
+        #expect(receipt.messageID == "dr2:m1")
+        let json = try JSONValue.parse(receipt.json)
+        #expect(json["message_type"] == .string("receipt"))
+        #expect(json["from"] == .string("gcm.googleapis.com"))
+        #expect(json["data"]?["original_message_id"] == .string("m1"))
+        #expect(json["data"]?["device_registration_id"] == .string(d.token))
+        // ACK without the prefix is accepted too.
+        h.engine.appServerAcknowledged(connectionID: "c1", messageID: "m1")
+        await h.settle()
+        #expect(try h.engine.store.loadOutbound().isEmpty)
+    }
+
+    @Test func upstreamGetsCategoryAndFromAndIsSpreadByFreeWindow() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        let servers = (1...3).map { h.appServer(id: "c\($0)") }
+        for i in 0..<30 {
+            #expect(await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": .string("u\(i)"),
+                                               "data": ["k": "v", "n": 5]]) == .sent(messageID: "u\(i)"))
+        }
+        await h.settle()
+        #expect(servers.map { $0.ids.count } == [10, 10, 10])
+        let json = try JSONValue.parse(try #require(servers[0].sent.withLock { $0.first }).json)
+        #expect(json["category"] == .string("com.example.app"))
+        #expect(json["from"] == .string(d.token))
+        #expect(json["data"] == .object(["k": .string("v")]))
+    }
+
+    @Test func neverMoreThanTheWindowUnackedOnOneConnection() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        let server = h.appServer(id: "c1")
+        for i in 0..<150 { _ = await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": .string("u\(i)")]) }
+        await h.settle()
+        #expect(server.ids.count == 100)
+        for id in server.ids.prefix(10) { h.engine.appServerAcknowledged(connectionID: "c1", messageID: id) }
+        #expect(server.ids.count == 110)
+        // An ACK on a connection that did not receive the message does nothing.
+        let other = h.appServer(id: "c2")
+        h.engine.appServerAcknowledged(connectionID: "c2", messageID: server.ids[20])
+        #expect(other.ids.count == 40)
+    }
+
+    @Test func closingAConnectionMovesItsUnackedMessagesToAnother() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        let a = h.appServer(id: "a")
+        _ = await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": "u1"])
+        await h.settle()
+        #expect(a.ids == ["u1"])
+        let b = h.appServer(id: "b")
+        #expect(b.ids.isEmpty)
+        h.engine.connectionClosed(id: "a")
+        #expect(b.ids == ["u1"])
+    }
+
+    @Test func unackedMessagesAreSentAgainAfterTheAckTimeout() async throws {
+        let h = try Harness(configuration: .init(ackTimeoutMillis: 5_000))
+        let d = try await h.register()
+        let a = h.appServer(id: "a")
+        _ = await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": "u1"])
+        await h.settle()
+        _ = await h.engine.advanceClock(byMillis: 4_000)
+        #expect(a.ids == ["u1"])
+        _ = await h.engine.advanceClock(byMillis: 1_000)
+        #expect(a.ids == ["u1", "u1"])
+    }
+
+    @Test func expiredUpstreamGivesTheDeviceASendError() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        let device = await h.connect(d.token)
+        _ = await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": "u1", "time_to_live": 10])
+        _ = await h.engine.advanceClock(byMillis: 10_000)
+        await h.settle()
+        let notice = try #require(device.payloads.first)
+        #expect(notice["message_type"] == .string("send_error"))
+        #expect(notice["message_id"] == .string("u1"))
+        #expect(try h.engine.store.loadOutbound().isEmpty)
+    }
+
+    @Test func upstreamErrors() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        #expect(await h.upstream(d.token, ["to": "999@gcm.googleapis.com", "message_id": "x"])
+                == .sendError(messageID: "x", error: "INVALID_SENDER"))
+        #expect(await h.upstream(d.token, ["to": "111@gcm.googleapis.com"]) == .sendError(messageID: "", error: "MISSING_MESSAGE_ID"))
+        _ = await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": "dup"])
+        #expect(await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": "dup"])
+                == .sendError(messageID: "dup", error: "DUPLICATE_MESSAGE_ID"))
+    }
+
+    @Test func pendingOutboundSurvivesARestart() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-engine-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("db.sqlite").path
+        let token: String
+        do {
+            let h = try Harness(path: path)
+            token = try await h.register().token
+            _ = await h.upstream(token, ["to": "111@gcm.googleapis.com", "message_id": "u1"])
+            await h.engine.committer.shutdown()
+        }
+        let h = try Harness(path: path)
+        let server = h.appServer(id: "c")
+        #expect(server.ids == ["u1"])
+        #expect(h.engine.device(token: token) != nil)
+    }
+}
+
+@Suite struct AuthenticationTests {
+    @Test func permissiveAcceptsNumericSendersWithAnyKey() throws {
+        let h = try Harness()
+        #expect(h.engine.authenticateAppServer(senderID: "123", key: "k"))
+        #expect(!h.engine.authenticateAppServer(senderID: "abc", key: "k"))
+        #expect(!h.engine.authenticateAppServer(senderID: "123", key: ""))
+    }
+
+    @Test func strictAcceptsOnlyConfiguredPairs() async throws {
+        let h = try Harness(configuration: .init(authMode: .strict, configuredSenders: ["123": "secret"]))
+        #expect(h.engine.authenticateAppServer(senderID: "123", key: "secret"))
+        #expect(!h.engine.authenticateAppServer(senderID: "123", key: "other"))
+        #expect(!h.engine.authenticateAppServer(senderID: "456", key: "secret"))
+        await #expect(throws: RegistrationError.unknownSender("456")) {
+            try await h.engine.registerDevice(app: "a", senders: ["456"], platform: "android")
+        }
+    }
+
+    @Test func deviceCredentialsAreNotTheSendersKey() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        #expect(h.engine.authenticateDevice(deviceID: d.deviceID, secret: d.secret)?.token == d.token)
+        #expect(h.engine.authenticateDevice(deviceID: d.deviceID, secret: "wrong") == nil)
+        try await h.engine.uninstall(token: d.token)
+        #expect(h.engine.authenticateDevice(deviceID: d.deviceID, secret: d.secret) == nil)
+    }
+}

@@ -1,0 +1,92 @@
+import CCSEngine
+import CCSProtocol
+import CCSStore
+import Foundation
+import Synchronization
+
+final class FakeDevice: DeviceLink {
+    let delivered = Mutex<[DeviceDelivery]>([])
+    let answers = Mutex<[String]>([])
+    let closed = Atomic<Bool>(false)
+
+    func deliver(_ messages: [DeviceDelivery]) { delivered.withLock { $0 += messages } }
+    func answerUpstream(_ json: String) { answers.withLock { $0.append(json) } }
+    func close() { closed.store(true, ordering: .relaxed) }
+
+    var ids: [String] { delivered.withLock { $0.map(\.message.deviceMessageID) } }
+    var payloads: [JSONValue] { delivered.withLock { $0.compactMap { try? JSONValue.parse($0.message.payload) } } }
+}
+
+final class FakeAppServer: AppServerLink {
+    let sent = Mutex<[OutboundMessage]>([])
+    let draining = Atomic<Bool>(false)
+
+    func drain() { draining.store(true, ordering: .relaxed) }
+    func sendOutbound(_ messages: [OutboundMessage]) { sent.withLock { $0 += messages } }
+    var pendingCount: Int { 0 }
+    var isDraining: Bool { draining.load(ordering: .relaxed) }
+    var ids: [String] { sent.withLock { $0.map(\.messageID) } }
+}
+
+struct Harness {
+    let engine: Engine
+    let clock: VirtualClock
+
+    init(configuration: Engine.Configuration = .init(), path: String? = nil) throws {
+        let dbPath: String
+        if let path { dbPath = path } else {
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-engine-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            dbPath = dir.appendingPathComponent("db.sqlite").path
+        }
+        clock = VirtualClock(startMillis: 1_700_000_000_000)
+        engine = try Engine(committer: GroupCommitter(store: try Store(path: dbPath, durability: .normal)),
+                            clock: clock, configuration: configuration)
+    }
+
+    func register(senders: [String] = ["111"], app: String = "com.example.app") async throws -> DeviceRecord {
+        try await engine.registerDevice(app: app, senders: senders, platform: "android")
+    }
+
+    func send(_ m: DownstreamMessage, from sender: String = "111") async -> DownstreamOutcome {
+        await withCheckedContinuation { cont in engine.downstream(m, senderID: sender) { cont.resume(returning: $0) } }
+    }
+
+    func upstream(_ token: String, _ json: JSONValue) async -> UpstreamOutcome {
+        await withCheckedContinuation { cont in
+            engine.upstream(from: token, json.objectValue ?? [:]) { cont.resume(returning: $0) }
+        }
+    }
+
+    /// Waits until the store's writer thread has run everything submitted so far (twice: completions
+    /// may submit more).
+    func settle() async {
+        for _ in 0..<3 {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                engine.committer.afterPendingWrites { c.resume() }
+            }
+        }
+    }
+
+    func connect(_ token: String) async -> FakeDevice {
+        let device = FakeDevice()
+        engine.deviceConnected(token: token, link: device)
+        await settle()
+        return device
+    }
+
+    func appServer(_ sender: String = "111", id: String) -> FakeAppServer {
+        let link = FakeAppServer()
+        engine.connectionOpened(AppServerConnectionInfo(id: id, senderID: sender, remoteAddress: "test",
+                                                        connectedAtMillis: 0), link: link)
+        return link
+    }
+
+    func queue(_ token: String) throws -> [QueuedMessage] { try engine.store.queuedMessages(token: token) }
+}
+
+func data(_ id: String, to: String, _ extra: (inout DownstreamMessage) -> Void = { _ in }) -> DownstreamMessage {
+    var m = DownstreamMessage(to: to, messageID: id, data: ["id": id])
+    extra(&m)
+    return m
+}

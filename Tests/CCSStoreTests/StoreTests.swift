@@ -1,0 +1,165 @@
+import CCSStore
+import Foundation
+import Synchronization
+import Testing
+
+func temporaryStore() throws -> Store {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-store-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    return try Store(path: dir.appendingPathComponent("db.sqlite").path, durability: .normal)
+}
+
+func message(_ token: String, _ id: String, collapseKey: String? = nil, expiresAt: Int64 = 10_000,
+             kind: String = "message") -> QueuedMessage {
+    QueuedMessage(token: token, deviceMessageID: id, senderID: "1", appMessageID: "app-\(id)", collapseKey: collapseKey,
+                  priority: "normal", timeToLive: 10, enqueuedAt: 0, expiresAt: expiresAt,
+                  deliveryReceiptRequested: false, kind: kind, payload: #"{"id":"\#(id)"}"#)
+}
+
+let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNotice: message("t", "deleted", kind: "deleted_messages"))
+
+@Suite struct StoreTests {
+    @Test func queueRoundTripKeepsArrivalOrderAndFields() throws {
+        let store = try temporaryStore()
+        var m = message("t", "a")
+        m.deliveryReceiptRequested = true
+        m.delayWhileIdle = true
+        m.isNotification = true
+        try store.apply([.enqueue(m, limits: nil), .enqueue(message("t", "b"), limits: nil), .enqueue(message("u", "c"), limits: nil)])
+        let queue = try store.queuedMessages(token: "t")
+        #expect(queue.map(\.deviceMessageID) == ["a", "b"])
+        #expect(queue[0] == m)
+        try store.apply([.removeMessage(token: "t", deviceMessageID: "a")])
+        #expect(try store.queuedMessages(token: "t").map(\.deviceMessageID) == ["b"])
+        #expect(try store.queueCounts() == ["t": 1, "u": 1])
+    }
+
+    @Test func sameCollapseKeyReplacesTheStoredMessage() throws {
+        let store = try temporaryStore()
+        try store.apply([.enqueue(message("t", "a", collapseKey: "k"), limits: nil)])
+        try store.apply([.enqueue(message("t", "b", collapseKey: "k"), limits: nil)])
+        try store.apply([.enqueue(message("u", "c", collapseKey: "k"), limits: nil)])
+        #expect(try store.queuedMessages(token: "t").map(\.deviceMessageID) == ["b"])
+        #expect(try store.queuedMessages(token: "u").map(\.deviceMessageID) == ["c"])
+    }
+
+    @Test func atMostFourCollapseKeysTheOldestKeyGoesFirst() throws {
+        let store = try temporaryStore()
+        for (i, key) in ["k1", "k2", "k3", "k4", "k5"].enumerated() {
+            try store.apply([.enqueue(message("t", "m\(i)", collapseKey: key), limits: limits)])
+        }
+        #expect(try store.queuedMessages(token: "t").compactMap(\.collapseKey) == ["k2", "k3", "k4", "k5"])
+        // Re-using k2 makes it the newest key: k3 is now the oldest and goes when k6 arrives.
+        try store.apply([.enqueue(message("t", "m5", collapseKey: "k2"), limits: limits)])
+        try store.apply([.enqueue(message("t", "m6", collapseKey: "k6"), limits: limits)])
+        #expect(Set(try store.queuedMessages(token: "t").compactMap(\.collapseKey)) == ["k4", "k5", "k2", "k6"])
+    }
+
+    @Test func the101stNonCollapsibleMessageDiscardsAllAndLeavesOneNotice() throws {
+        let store = try temporaryStore()
+        for i in 0..<100 { try store.apply([.enqueue(message("t", "m\(i)"), limits: limits)]) }
+        try store.apply([.enqueue(message("t", "c", collapseKey: "k"), limits: limits)])
+        #expect(try store.queuedMessages(token: "t").count == 101)
+        try store.apply([.enqueue(message("t", "m100"), limits: limits)])
+        let after = try store.queuedMessages(token: "t")
+        #expect(after.map(\.deviceMessageID).sorted() == ["c", "deleted"])
+        // A second overflow does not add a second notice.
+        for i in 200..<301 { try store.apply([.enqueue(message("t", "m\(i)"), limits: limits)]) }
+        #expect(try store.queuedMessages(token: "t").filter { $0.kind == "deleted_messages" }.count == 1)
+    }
+
+    @Test func withoutLimitsNothingIsDiscarded() throws {
+        let store = try temporaryStore()
+        for i in 0..<150 { try store.apply([.enqueue(message("t", "m\(i)"), limits: nil)]) }
+        #expect(try store.queuedMessages(token: "t").count == 150)
+    }
+
+    @Test func expiredMessagesAreRemoved() throws {
+        let store = try temporaryStore()
+        try store.apply([.enqueue(message("t", "old", expiresAt: 100), limits: nil),
+                         .enqueue(message("t", "new", expiresAt: 200), limits: nil)])
+        try store.apply([.removeExpired(now: 100)])
+        #expect(try store.queuedMessages(token: "t").map(\.deviceMessageID) == ["new"])
+    }
+
+    @Test func outboundAndTrayPersist() throws {
+        let store = try temporaryStore()
+        let r = OutboundRecord(senderID: "1", kind: "receipt", messageID: "dr2:x", token: "t", json: "{}", createdAt: 1, expiresAt: 2)
+        try store.apply([.addOutbound(r), .addToTray(TrayEntry(token: "t", deviceMessageID: "m", payload: "{}", shownAt: 5))])
+        #expect(try store.loadOutbound() == [r])
+        #expect(try store.tray(token: "t").map(\.deviceMessageID) == ["m"])
+        try store.apply([.removeOutbound(senderID: "1", kind: "receipt", messageID: "dr2:x"), .clearTray(token: "t")])
+        #expect(try store.loadOutbound().isEmpty)
+        #expect(try store.tray(token: "t").isEmpty)
+    }
+
+    @Test func devicesAndSendersSurviveReopening() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-store-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("db.sqlite").path
+        let device = DeviceRecord(token: "t", deviceID: "d", secret: "s", app: "a", platform: "android",
+                                  senders: ["1", "2"], createdAt: 3, state: #"{"idle":true}"#)
+        do {
+            let store = try Store(path: path)
+            try store.apply([.upsertDevice(device), .upsertSender(SenderRecord(senderID: "1", serverKey: "k", createdAt: 1)),
+                             .setMeta(key: "virtual_clock_ms", value: "42")])
+        }
+        let reopened = try Store(path: path)
+        #expect(try reopened.loadDevices() == [device])
+        #expect(try reopened.loadSenders().map(\.senderID) == ["1"])
+        #expect(try reopened.meta("virtual_clock_ms") == "42")
+    }
+}
+
+@Suite struct GroupCommitterTests {
+    @Test func completionRunsAfterTheCommitIsVisible() async throws {
+        let committer = GroupCommitter(store: try temporaryStore())
+        let seen: Int = await withCheckedContinuation { cont in
+            committer.submit(.enqueue(message("t", "a"), limits: nil)) { _ in
+                cont.resume(returning: (try? committer.store.queuedMessages(token: "t").count) ?? -1)
+            }
+        }
+        #expect(seen == 1)
+        await committer.shutdown()
+    }
+
+    @Test func concurrentSubmissionsAreGroupedIntoFewerTransactions() async throws {
+        let committer = GroupCommitter(store: try temporaryStore())
+        let n = 2000
+        await withTaskGroup(of: Void.self) { group in
+            for i in 0..<n {
+                group.addTask {
+                    await withCheckedContinuation { cont in
+                        committer.submit(.enqueue(message("t", "m\(i)"), limits: nil)) { _ in cont.resume() }
+                    }
+                }
+            }
+        }
+        let stats = committer.statistics
+        #expect(stats.ops == n)
+        #expect(stats.batches < n)
+        #expect(try committer.store.queuedMessages(token: "t").count == n)
+        await committer.shutdown()
+    }
+
+    @Test func readsSeeEveryWriteSubmittedBeforeThem() async throws {
+        let committer = GroupCommitter(store: try temporaryStore())
+        for i in 0..<50 { committer.submit(.enqueue(message("t", "m\(i)"), limits: nil)) }
+        let count: Int = await withCheckedContinuation { cont in
+            committer.afterPendingWrites { cont.resume(returning: (try? committer.store.queuedMessages(token: "t").count) ?? -1) }
+        }
+        #expect(count == 50)
+        await committer.shutdown()
+    }
+
+    @Test func shutdownCommitsWhatWasSubmittedAndRefusesMore() async throws {
+        let committer = GroupCommitter(store: try temporaryStore())
+        for i in 0..<10 { committer.submit(.enqueue(message("t", "m\(i)"), limits: nil)) }
+        await committer.shutdown()
+        #expect(try committer.store.queuedMessages(token: "t").count == 10)
+        let error: Error? = await withCheckedContinuation { cont in
+            committer.submit(.enqueue(message("t", "late"), limits: nil)) { cont.resume(returning: $0) }
+        }
+        #expect(error is StoreStopped)
+    }
+}
