@@ -31,6 +31,10 @@ public struct EmulatorConfiguration: Sendable {
     public var clock: ClockKind = .wall
     public var xmpp = XMPPServerConfiguration()
     public var eventLoopThreads = System.coreCount
+    /// Upstream/receipt window per app-server connection, ACK timeout, connection cap per sender.
+    public var maxUnackedOutbound = 100
+    public var ackTimeoutMillis: Int64 = 60_000
+    public var maxConnectionsPerSender = 1000
 
     public init() {}
 }
@@ -89,7 +93,10 @@ public final class Emulator: Sendable {
             clock = VirtualClock(startMillis: saved ?? WallClock().nowMillis())
         }
         let engine = try Engine(committer: committer, clock: clock,
-                                configuration: .init(authMode: config.authMode, configuredSenders: configuredSenders),
+                                configuration: .init(authMode: config.authMode, configuredSenders: configuredSenders,
+                                                      maxUnackedOutbound: config.maxUnackedOutbound,
+                                                      ackTimeoutMillis: config.ackTimeoutMillis,
+                                                      maxConnectionsPerSender: config.maxConnectionsPerSender),
                                 logger: logger)
 
         // TLS: the given certificate, or the development CA's.

@@ -1,4 +1,5 @@
 import CCSProtocol
+import CCSStore
 
 /// What a simulated device is doing, as far as delivery is concerned. Persisted with the device.
 public struct DeviceState: Sendable, Equatable {
@@ -22,8 +23,13 @@ public struct DeviceState: Sendable, Equatable {
         JSONValue.object(["foreground": .bool(foreground), "idle": .bool(idle)]).encoded()
     }
 
-    /// Doze rules: `high` wakes an idle device; `normal` and `delay_while_idle` wait until it is active.
-    func admits(priority: String, delayWhileIdle: Bool) -> Bool {
-        !idle || (priority == Priority.high.rawValue && !delayWhileIdle)
+    /// Whether the device takes this message now, or it waits in the queue:
+    /// - Doze: `high` wakes an idle device; `normal` and `delay_while_idle` wait until it is active.
+    /// - iOS: data messages are delivered only while the app is in the foreground (seed 000, "data
+    ///   messages"); notification messages go to the system at once.
+    func admits(_ m: QueuedMessage, platform: String?) -> Bool {
+        if idle && !(m.priority == Priority.high.rawValue && !m.delayWhileIdle) { return false }
+        if platform == "ios" && m.kind == "message" && !m.isNotification && !foreground { return false }
+        return true
     }
 }

@@ -92,8 +92,9 @@ extension Engine {
                 online.loaded = true
                 let deviceState = s.deviceStates[token] ?? DeviceState()
                 var deliveries: [DeviceDelivery] = []
+                let platform = s.devices[token]?.platform
                 for m in stored where m.expiresAt > now && online.inFlight[m.deviceMessageID] == nil
-                    && deviceState.admits(priority: m.priority, delayWhileIdle: m.delayWhileIdle) {
+                    && deviceState.admits(m, platform: platform) {
                     let d = delivery(m, state: deviceState, platform: s.devices[token]?.platform)
                     online.inFlight[m.deviceMessageID] = InFlightDownstream(message: m, toTray: d.toTray)
                     deliveries.append(d)
@@ -117,7 +118,8 @@ extension Engine {
             guard var online = s.online[token], online.loaded else { return [] }
             let deviceState = s.deviceStates[token] ?? DeviceState()
             var deliveries: [DeviceDelivery] = []
-            for m in messages where deviceState.admits(priority: m.priority, delayWhileIdle: m.delayWhileIdle) {
+            let platform = s.devices[token]?.platform
+            for m in messages where deviceState.admits(m, platform: platform) {
                 let d = delivery(m, state: deviceState, platform: s.devices[token]?.platform)
                 online.inFlight[m.deviceMessageID] = InFlightDownstream(message: m, toTray: d.toTray)
                 deliveries.append(d)
@@ -181,10 +183,11 @@ extension Engine {
             device.state = st.json
             s.devices[token] = device
             s.deviceStates[token] = st
-            return (device, st, wasIdle && !st.idle)
+            return (device, st, (wasIdle && !st.idle) || foreground == true)
         }
         guard let (device, newState, woke) = change else { throw .unknownDevice(token) }
         try await commit([.upsertDevice(device)])
+        // Leaving Doze, or coming to the foreground (iOS data messages), may release held messages.
         if woke, let link = state.withLock({ $0.online[token]?.link }) {
             deliverBacklog(token: token, link: link)
         }

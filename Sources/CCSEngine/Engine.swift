@@ -56,11 +56,13 @@ public final class Engine: Sendable {
         public var ackTimeoutMillis: Int64
         /// Upstream messages a device may have waiting for app servers.
         public var maxPendingUpstreamPerDevice: Int
+        /// Parallel app-server connections per sender ID (GCM: 1000).
+        public var maxConnectionsPerSender: Int
 
         public init(authMode: AuthMode = .permissive, configuredSenders: [String: String] = [:],
                     maxSendersPerDevice: Int = 100, maxCollapseKeys: Int = 4, maxStoredNonCollapsible: Int = 100,
                     maxUnackedOutbound: Int = 100, ackTimeoutMillis: Int64 = 60_000,
-                    maxPendingUpstreamPerDevice: Int = 1000) {
+                    maxPendingUpstreamPerDevice: Int = 1000, maxConnectionsPerSender: Int = 1000) {
             self.authMode = authMode
             self.configuredSenders = configuredSenders
             self.maxSendersPerDevice = maxSendersPerDevice
@@ -69,6 +71,7 @@ public final class Engine: Sendable {
             self.maxUnackedOutbound = maxUnackedOutbound
             self.ackTimeoutMillis = ackTimeoutMillis
             self.maxPendingUpstreamPerDevice = maxPendingUpstreamPerDevice
+            self.maxConnectionsPerSender = maxConnectionsPerSender
         }
     }
 
@@ -162,13 +165,19 @@ public final class Engine: Sendable {
         !s.isEmpty && s.utf8.count <= 32 && s.utf8.allSatisfy { $0 >= 48 && $0 <= 57 }
     }
 
-    public func connectionOpened(_ info: AppServerConnectionInfo, link: any AppServerLink) {
-        let sends = state.withLock { s -> [Send] in
+    /// Registers a bound app-server connection; false when the sender already has as many
+    /// connections as allowed (the caller closes it).
+    @discardableResult
+    public func connectionOpened(_ info: AppServerConnectionInfo, link: any AppServerLink) -> Bool {
+        let result = state.withLock { s -> [Send]? in
+            if (s.connectionsBySender[info.senderID]?.count ?? 0) >= configuration.maxConnectionsPerSender { return nil }
             s.connections[info.id] = ConnectionEntry(info: info, link: link)
             s.connectionsBySender[info.senderID, default: []].append(info.id)
             return dispatchOutbound(sender: info.senderID, &s)
         }
+        guard let sends = result else { return false }
         perform(sends)
+        return true
     }
 
     /// The connection is gone: whatever it had not ACKed goes to the sender's other connections.
@@ -264,7 +273,7 @@ public final class Engine: Sendable {
         }
         let queued = Self.queuedMessage(message, device: device, senderID: senderID,
                                         deviceMessageID: deviceMessageID, now: now)
-        let deliverableNow = online && deviceState.admits(priority: queued.priority, delayWhileIdle: queued.delayWhileIdle)
+        let deliverableNow = online && deviceState.admits(queued, platform: device.platform)
         if message.timeToLive == 0 && !deliverableNow {
             // "Now or never": the device cannot take it now, so it is dropped, never stored.
             completion(.ack(from: to))

@@ -172,8 +172,12 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
                                                resource: negotiation.boundJID)
             // A second bind on the same stream must not register the connection twice.
             if !registered {
+                guard engine.connectionOpened(info, link: link) else {
+                    perform(negotiation.streamError("resource-constraint",
+                                                    text: "too many connections for sender \(principal)"))
+                    return
+                }
                 registered = true
-                engine.connectionOpened(info, link: link)
             }
         case .device:
             if !registered {

@@ -87,6 +87,12 @@ struct Serve: AsyncParsableCommand {
     var maxPending = 100
     @Option(help: "When an app server exceeds --max-pending: accept, nack (SERVICE_UNAVAILABLE) or close.")
     var overLimit: OverLimitPolicy = .accept
+    @Option(help: "Unacknowledged upstream messages and receipts per app-server connection.")
+    var maxUnacked = 100
+    @Option(help: "Seconds after which an unacknowledged upstream message or receipt is sent again.")
+    var ackTimeout: Double = 60
+    @Option(help: "Parallel app-server connections per sender ID.")
+    var maxConnections = 1000
     @Option(help: "Seconds a drained connection stays open before the emulator closes it.")
     var drainGrace = 10
     @Option(help: "Seconds a connection may take to authenticate.")
@@ -99,7 +105,10 @@ struct Serve: AsyncParsableCommand {
         where !(0...65535).contains(port) {
             throw ValidationError("\(name) must be 0...65535")
         }
-        if maxPending < 1 { throw ValidationError("--max-pending must be at least 1") }
+        if maxPending < 1 || maxUnacked < 1 || maxConnections < 1 {
+            throw ValidationError("--max-pending, --max-unacked and --max-connections must be at least 1")
+        }
+        if ackTimeout <= 0 { throw ValidationError("--ack-timeout must be positive") }
         if drainGrace < 0 || authTimeout < 1 { throw ValidationError("--drain-grace ≥ 0 and --auth-timeout ≥ 1") }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
     }
@@ -119,6 +128,9 @@ struct Serve: AsyncParsableCommand {
         c.durability = durability
         c.clock = clock
         c.xmpp.maxPendingDownstream = maxPending
+        c.maxUnackedOutbound = maxUnacked
+        c.ackTimeoutMillis = Int64(ackTimeout * 1000)
+        c.maxConnectionsPerSender = maxConnections
         c.xmpp.overLimitPolicy = overLimit
         c.xmpp.drainGracePeriod = .seconds(Int64(drainGrace))
         c.xmpp.authenticationTimeout = .seconds(Int64(authTimeout))

@@ -320,3 +320,19 @@ import Testing
         #expect(h.engine.authenticateDevice(deviceID: d.deviceID, secret: d.secret) == nil)
     }
 }
+
+@Suite struct IOSDeliveryTests {
+    @Test func iosDataMessagesWaitForTheForeground() async throws {
+        let h = try Harness()
+        let d = try await h.engine.registerDevice(app: "com.example.ios", senders: ["111"], platform: "ios")
+        _ = try await h.engine.setDeviceState(token: d.token, foreground: false, idle: nil)
+        let device = await h.connect(d.token)
+        _ = await h.send(data("data", to: d.token))
+        _ = await h.send(DownstreamMessage(to: d.token, messageID: "n", notification: ["title": "t"]))
+        await h.settle()
+        #expect(device.delivered.withLock { $0.map(\.message.appMessageID) } == ["n"])
+        _ = try await h.engine.setDeviceState(token: d.token, foreground: true, idle: nil)
+        await h.settle()
+        #expect(device.delivered.withLock { $0.map(\.message.appMessageID) } == ["n", "data"])
+    }
+}
