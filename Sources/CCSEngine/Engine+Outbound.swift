@@ -99,11 +99,22 @@ extension Engine {
 
     /// A committed outbound message joins its sender's queue and goes out if a window is free.
     func enqueueOutbound(_ record: OutboundRecord) {
+        var dropped: [OutboundRecord] = []
         let sends = state.withLock { s -> [Send] in
             s.outboundPending[record.senderID, default: []].append(record)
-            return dispatchOutbound(sender: record.senderID, &s)
+            let sends = dispatchOutbound(sender: record.senderID, &s)
+            while let count = s.outboundPending[record.senderID]?.count, count > configuration.maxPendingOutboundPerSender,
+                  let oldest = s.outboundPending[record.senderID]?.removeFirst() {
+                dropped.append(oldest)
+            }
+            return sends
         }
         perform(sends)
+        if !dropped.isEmpty {
+            logger.warning("outbound queue full: dropped the oldest", metadata: ["sender": "\(record.senderID)", "count": "\(dropped.count)"])
+            let now = clock.nowMillis()
+            for r in dropped { outboundDropped(r, now: now, error: "TOO_MANY_MESSAGES") }
+        }
     }
 
     /// Puts records back at the front of the sender's queue, oldest first.
@@ -233,17 +244,18 @@ extension Engine {
             return touched.flatMap { dispatchOutbound(sender: $0, &s) }
         }
         perform(sends)
-        for r in expired { outboundExpired(r, now: now) }
+        for r in expired { outboundDropped(r, now: now, error: "TTL_EXCEEDED") }
     }
 
-    /// An outbound message's time ran out before any app server ACKed it: it is dropped, and the
-    /// device that sent it (upstream) gets `send_error` through its queue.
-    func outboundExpired(_ r: OutboundRecord, now: Int64) {
+    /// An outbound message is given up (its time ran out before any app server ACKed it, or the
+    /// sender's queue overflowed): it is dropped, and the device that sent it (upstream) gets
+    /// `send_error` with `error` through its queue.
+    func outboundDropped(_ r: OutboundRecord, now: Int64, error: String) {
         var ops: [StoreOp] = [.removeOutbound(senderID: r.senderID, kind: r.kind, messageID: r.messageID)]
         var notice: QueuedMessage?
         if r.kind == "upstream" {
             let id = "send_error:\(r.messageID)"
-            let payload = UpstreamOutcome.sendError(messageID: r.messageID, error: "TTL_EXCEEDED").json
+            let payload = UpstreamOutcome.sendError(messageID: r.messageID, error: error).json
             let m = QueuedMessage(token: r.token, deviceMessageID: id, senderID: r.senderID, appMessageID: r.messageID,
                                   collapseKey: nil, priority: Priority.high.rawValue,
                                   timeToLive: DownstreamMessage.maximumTimeToLive, enqueuedAt: now,

@@ -58,11 +58,15 @@ public final class Engine: Sendable {
         public var maxPendingUpstreamPerDevice: Int
         /// Parallel app-server connections per sender ID (GCM: 1000).
         public var maxConnectionsPerSender: Int
+        /// Upstream messages and receipts kept per sender while no app server takes them; beyond it the
+        /// oldest are dropped, so that an app server that never ACKs cannot grow memory without bound.
+        public var maxPendingOutboundPerSender: Int
 
         public init(authMode: AuthMode = .permissive, configuredSenders: [String: String] = [:],
                     maxSendersPerDevice: Int = 100, maxCollapseKeys: Int = 4, maxStoredNonCollapsible: Int = 100,
                     maxUnackedOutbound: Int = 100, ackTimeoutMillis: Int64 = 60_000,
-                    maxPendingUpstreamPerDevice: Int = 1000, maxConnectionsPerSender: Int = 1000) {
+                    maxPendingUpstreamPerDevice: Int = 1000, maxConnectionsPerSender: Int = 1000,
+                    maxPendingOutboundPerSender: Int = 100_000) {
             self.authMode = authMode
             self.configuredSenders = configuredSenders
             self.maxSendersPerDevice = maxSendersPerDevice
@@ -72,6 +76,7 @@ public final class Engine: Sendable {
             self.ackTimeoutMillis = ackTimeoutMillis
             self.maxPendingUpstreamPerDevice = maxPendingUpstreamPerDevice
             self.maxConnectionsPerSender = maxConnectionsPerSender
+            self.maxPendingOutboundPerSender = maxPendingOutboundPerSender
         }
     }
 

@@ -336,3 +336,19 @@ import Testing
         #expect(device.delivered.withLock { $0.map(\.message.appMessageID) } == ["n", "data"])
     }
 }
+
+@Suite struct OutboundBoundTests {
+    @Test func anAppServerThatNeverAcksCannotGrowThePendingQueueWithoutBound() async throws {
+        let h = try Harness(configuration: .init(maxUnackedOutbound: 2, maxPendingOutboundPerSender: 5))
+        let d = try await h.register()
+        let server = h.appServer(id: "silent")
+        let device = await h.connect(d.token)
+        for i in 0..<10 { _ = await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": .string("u\(i)")]) }
+        await h.settle()
+        #expect(server.ids == ["u0", "u1"])
+        let pending = h.engine.outbound().filter { $0.connectionID == nil }
+        #expect(pending.map(\.messageID) == ["u5", "u6", "u7", "u8", "u9"])
+        // The dropped ones are reported to the device as failed sends.
+        #expect(Set(device.payloads.compactMap { $0["message_id"]?.stringValue }) == ["u2", "u3", "u4"])
+    }
+}
