@@ -89,8 +89,14 @@ public final class Emulator: Sendable {
         switch config.clock {
         case .wall: clock = WallClock()
         case .virtual:
-            let saved = try store.meta(VirtualClock.metaKey).flatMap { Int64($0) }
-            clock = VirtualClock(startMillis: saved ?? WallClock().nowMillis())
+            if let saved = try store.meta(VirtualClock.metaKey).flatMap({ Int64($0) }) {
+                clock = VirtualClock(startMillis: saved)
+            } else {
+                // Saved at once: a crash before the first advance must not move the clock.
+                let start = WallClock().nowMillis()
+                try store.apply([.setMeta(key: VirtualClock.metaKey, value: String(start))])
+                clock = VirtualClock(startMillis: start)
+            }
         }
         let engine = try Engine(committer: committer, clock: clock,
                                 configuration: .init(authMode: config.authMode, configuredSenders: configuredSenders,

@@ -213,8 +213,19 @@ extension Engine {
     /// The old token stays invalid.
     public func reinstall(token: String) async throws(RegistrationError) -> DeviceRecord {
         guard let old = device(token: token) else { throw .unknownDevice(token) }
+        if let newer = DeviceState.replacement(in: old.state) {
+            throw .invalidRequest("this installation was already re-installed as \(newer)")
+        }
         if old.status == "active" { try await uninstall(token: token) }
-        return try await registerDevice(app: old.app, senders: old.senders, platform: old.platform)
+        let fresh = try await registerDevice(app: old.app, senders: old.senders, platform: old.platform)
+        let marked: DeviceRecord? = state.withLock { s in
+            guard var d = s.devices[token] else { return nil }
+            d.state = DeviceState.marking(d.state, replacedBy: fresh.token)
+            s.devices[token] = d
+            return d
+        }
+        if let marked { try await commit([.upsertDevice(marked)]) }
+        return fresh
     }
 
     /// Closes the device's connection (the device goes offline), if it has one.

@@ -145,8 +145,9 @@ extension Engine {
                 if free > bestFree { best = id; bestFree = free }
             }
             guard let chosen = best else { break }
+            // Expired ones are dropped by the tick, which tells the device; until then (and for TTL 0,
+            // "now or never") a free window takes them.
             queue.removeFirst()
-            if next.expiresAt <= now { continue } // expired: the tick reports it to the device
             s.connections[chosen]?.inFlight[next.messageID] = SentOutbound(record: next, sentAt: now)
             batches[chosen, default: []].append(OutboundMessage(messageID: next.messageID, json: next.json))
             s.roundRobin &+= 1

@@ -139,6 +139,7 @@ public final class Engine: Sendable {
             s.deviceStates[device.token] = DeviceState(json: device.state)
             s.tokenByDeviceID[device.deviceID] = device.token
         }
+        s.lastMicros = try committer.store.largestMessageMicros()
         for record in try committer.store.loadOutbound() {
             s.outboundPending[record.senderID, default: []].append(record)
         }

@@ -237,6 +237,19 @@ public final class Store: Sendable {
         }
     }
 
+    /// The largest microsecond stamp in any stored device message id (`0:<micros>%…`), so that ids
+    /// made after a restart never repeat one still queued or in a tray (the virtual clock may stand still).
+    public func largestMessageMicros() throws -> Int64 {
+        try pool.read { db in
+            let sql = """
+                SELECT MAX(CAST(substr(id, 3, instr(id, '%') - 3) AS INTEGER)) FROM (
+                  SELECT device_message_id AS id FROM queued_message UNION ALL SELECT device_message_id FROM tray
+                ) WHERE id LIKE '0:%\\%%' ESCAPE '\\'
+                """
+            return try Int64.fetchOne(db, sql: sql) ?? 0
+        }
+    }
+
     public func totalQueued() throws -> Int {
         try pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM queued_message") ?? 0 }
     }

@@ -95,6 +95,9 @@ public final class DeviceConnection: Sendable {
 
     public var closeFuture: EventLoopFuture<Void> { channel.closeFuture }
 
+    /// False once the connection is gone, whoever closed it.
+    public var isActive: Bool { channel.isActive }
+
     /// Sends an upstream message (`{"to":"SENDER@gcm.googleapis.com","message_id":…,"data":{…}}`).
     public func sendUpstream(_ message: JSONValue) {
         let text = "<message><gcm xmlns=\"google:mobile:data\">\(XMLEscaping.escapeText(message.encoded()))</gcm></message>"
@@ -117,6 +120,7 @@ final class DeviceClientHandler: ChannelInboundHandler {
     var phase = Phase.opening
     var context: ChannelHandlerContext?
     var disconnectReason: String?
+    var closingByClient = false
 
     init(credentials: DeviceCredentials, bound: EventLoopPromise<Void>, onEvent: @escaping @Sendable (DeviceEvent) -> Void) {
         self.credentials = credentials
@@ -138,7 +142,7 @@ final class DeviceClientHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if disconnectReason == nil { disconnectReason = "\(error)" }
+        if disconnectReason == nil && !closingByClient { disconnectReason = "\(error)" }
         context.close(promise: nil)
     }
 
@@ -146,7 +150,11 @@ final class DeviceClientHandler: ChannelInboundHandler {
         send("<stream:stream to=\"devices.ccs-emulator\" version=\"1.0\" xmlns=\"jabber:client\" xmlns:stream=\"http://etherx.jabber.org/streams\">")
     }
 
-    func sendClose() { send("</stream:stream>") }
+    /// The device ends the session: the server's closing tag that follows is no surprise.
+    func sendClose() {
+        closingByClient = true
+        send("</stream:stream>")
+    }
 
     private func send(_ text: String) {
         guard let context else { return }
@@ -175,7 +183,7 @@ final class DeviceClientHandler: ChannelInboundHandler {
         case .streamOpen:
             break
         case .streamClose:
-            disconnectReason = disconnectReason ?? "the server closed the stream"
+            if !closingByClient { disconnectReason = disconnectReason ?? "the server closed the stream" }
             context.close(promise: nil)
         case .stanza(let stanza):
             stanzaReceived(stanza, context: context)

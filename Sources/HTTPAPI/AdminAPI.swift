@@ -210,9 +210,15 @@ public struct AdminAPI: Sendable {
         }
         v1.post("devices/:token/tray/:id/tap") { _, context in
             let token = try context.parameters.require("token")
-            let id = try context.parameters.require("id")
+            let raw = try context.parameters.require("id")
             do {
-                guard let entry = try await self.engine.tapNotification(token: token, deviceMessageID: id) else {
+                // Message ids contain "%": accept the id as written and percent-encoded ("%25").
+                var entry = try await self.engine.tapNotification(token: token, deviceMessageID: raw)
+                if entry == nil, let decoded = raw.removingPercentEncoding, decoded != raw {
+                    entry = try await self.engine.tapNotification(token: token, deviceMessageID: decoded)
+                }
+                let id = raw
+                guard let entry else {
                     throw APIError.notFound("no notification \(id) in the tray")
                 }
                 return JSONResponse.make(Self.trayJSON(entry))

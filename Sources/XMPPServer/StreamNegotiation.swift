@@ -175,8 +175,6 @@ public struct StreamNegotiation: Sendable {
             return [.write(iqResult(iq))]
         case ("query", NS.roster) where type == "get":
             return [.write("<iq\(replyAddressing(iq)) id=\"\(XMLEscaping.escapeAttribute(id))\" type=\"result\"><query xmlns=\"\(NS.roster)\"/></iq>")]
-        case (_, .some(let ns)) where ns.hasPrefix("urn:ccs-emulator:"):
-            return [.stanza(iq)]
         default:
             return [.write(iqError(iq, condition: "service-unavailable", type: "cancel"))]
         }

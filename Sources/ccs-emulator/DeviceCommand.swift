@@ -123,6 +123,8 @@ struct DeviceSession {
     }
 
     private mutating func goOnline() async throws {
+        // The server may have closed the connection (admin disconnect, a newer connection, a restart).
+        if let c = connection, !c.isActive { connection = nil }
         guard connection == nil, let credentials else { return }
         connection = try await DeviceConnection.connect(host: host, port: devicePort, caPEM: caPEM,
                                                         credentials: credentials, group: group,
@@ -207,6 +209,7 @@ struct DeviceSession {
             message["data"] = .object(data.filter { if case .string = $0.value { return true } else { return false } })
         }
         let json = JSONValue.object(message)
+        if let c = connection, !c.isActive { connection = nil }
         if let connection {
             connection.sendUpstream(json)
         } else if cachedUpstream.count < Self.maxCachedUpstream {

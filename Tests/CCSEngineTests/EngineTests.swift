@@ -352,3 +352,28 @@ import Testing
         #expect(Set(device.payloads.compactMap { $0["message_id"]?.stringValue }) == ["u2", "u3", "u4"])
     }
 }
+
+@Suite struct RestartTests {
+    @Test func reinstallingTheSameOldInstallationTwiceIsRefused() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        _ = try await h.engine.reinstall(token: d.token)
+        await #expect(throws: RegistrationError.self) { try await h.engine.reinstall(token: d.token) }
+    }
+
+    @Test func messageIDsStayUniqueAcrossARestartWithAStoppedVirtualClock() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-engine-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("db.sqlite").path
+        let token: String
+        do {
+            let h = try Harness(path: path)
+            token = try await h.register().token
+            for i in 0..<3 { _ = await h.send(data("a\(i)", to: token)) }
+            await h.engine.committer.shutdown()
+        }
+        let h = try Harness(path: path)  // same virtual start time
+        for i in 0..<3 { _ = await h.send(data("b\(i)", to: token)) }
+        #expect(try h.queue(token).count == 6)
+    }
+}
