@@ -119,6 +119,8 @@ public final class Emulator: Sendable {
             certificateChain: try NIOSSLCertificate.fromPEMFile(certPath).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(file: keyPath, format: .pem)))
         tlsConfig.minimumTLSVersion = .tlsv12
+        // A peer that never answers our close_notify must not hold a closed session for long.
+        tlsConfig.shutdownTimeout = .seconds(1)
         let tls = try NIOSSLContext(configuration: tlsConfig)
         let caPEM = (try? String(contentsOfFile: caPath, encoding: .utf8)) ?? ""
 
@@ -226,6 +228,8 @@ public final class Emulator: Sendable {
             try? await Task.sleep(for: .milliseconds(20))
         }
         for c in channels { try? await c.close() }
+        engine.closeAllConnections()
+        try? await Task.sleep(for: .milliseconds(100)) // lets the closing tags go out
         httpTask.cancel()
         _ = await httpTask.result
         try? await group.shutdownGracefully()

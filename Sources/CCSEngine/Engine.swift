@@ -186,6 +186,18 @@ public final class Engine: Sendable {
         return true
     }
 
+    public func connectionCount(senderID: String) -> Int {
+        state.withLock { $0.connectionsBySender[senderID]?.count ?? 0 }
+    }
+
+    /// Ends every connection, app servers' and devices' (shutdown, after draining).
+    public func closeAllConnections() {
+        let links: [any AppServerLink] = state.withLock { $0.connections.values.map(\.link) }
+        let devices: [any DeviceLink] = state.withLock { $0.online.values.map(\.link) }
+        for l in links { l.close() }
+        for d in devices { d.close() }
+    }
+
     /// The connection is gone: whatever it had not ACKed goes to the sender's other connections.
     public func connectionClosed(id: String) {
         let sends = state.withLock { s -> [Send] in

@@ -17,6 +17,8 @@ public protocol AppServerLink: AnyObject, Sendable {
     func drain()
     /// Writes upstream messages / receipts (the JSON inside `<gcm>`) to the app server.
     func sendOutbound(_ messages: [OutboundMessage])
+    /// Ends the stream and closes the connection.
+    func close()
     /// Pending downstream (accepted, not yet answered) on this connection, for the admin API.
     var pendingCount: Int { get }
     var isDraining: Bool { get }

@@ -40,9 +40,14 @@ public enum AppServerStanzaDecoder {
         let messageType = MessageTypeField(object["message_type"])
         let rawMessageID = object["message_id"]
 
-        // message_id first: without it nothing can be correlated, whatever the message is.
+        // message_id first: without it nothing can be correlated. A downstream message without one gets
+        // the documented stanza error; an ACK without one is a malformed ACK: NACK BAD_ACK (id "").
         switch rawMessageID {
         case nil, .null?, .string("")?:
+            if messageType == .ack || messageType == .nack {
+                return .failure(.nack(Nack(messageID: "", from: object["to"]?.stringValue, code: .badAck,
+                                           description: "InvalidJson: MISSING_REQUIRED_FIELD : Missing Required Field: message_id")))
+            }
             return .failure(.stanzaError(description: missingMessageIDDescription))
         default:
             break

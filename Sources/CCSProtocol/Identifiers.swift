@@ -51,8 +51,11 @@ public enum RegistrationToken {
     }
 
     /// 22 random base64url characters.
+    /// Like a Firebase installation ID: the first four bits are 0111, so it starts with c, d, e or f
+    /// (never with "-", which command lines would take for an option).
     public static func makeInstanceID() -> String {
-        randomBase64URL(count: instanceIDLength)
+        var g = SystemRandomNumberGenerator()
+        return String("cdef".randomElement(using: &g)!) + randomBase64URL(count: instanceIDLength - 1)
     }
 
     /// The instance id part of an FCM-style token, if it has one.

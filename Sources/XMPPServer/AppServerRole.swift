@@ -101,8 +101,7 @@ extension XMPPConnectionHandler {
         let bound = link.handler
         drainClose = context.eventLoop.scheduleTask(in: configuration.drainGracePeriod) {
             let handler = bound.value
-            handler.write("</stream:stream>")
-            handler.close()
+            handler.perform(handler.negotiation.serverClosing())
         }
     }
 }

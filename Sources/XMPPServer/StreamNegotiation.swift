@@ -24,8 +24,9 @@ public struct StreamNegotiation: Sendable {
         case restartParser
         /// Raise the stanza limits (the peer is authenticated).
         case useAuthenticatedLimits
-        /// The resource is bound: the session is established.
-        case bound(jid: String)
+        /// The resource is bound: the session is established if the role accepts it. Write `reply`
+        /// (the bind result) if it does, `refusal` followed by a stream error if it does not.
+        case bound(jid: String, reply: String, refusal: String)
         /// A stanza for the role to handle.
         case stanza(XMLElement)
         /// Close the connection once everything written so far is flushed.
@@ -70,6 +71,13 @@ public struct StreamNegotiation: Sendable {
             actions.append(.write("<stream:features><bind xmlns=\"\(NS.bind)\"/><session xmlns=\"\(NS.session)\"/></stream:features>"))
         }
         return actions
+    }
+
+    /// The server ends the stream (draining finished, shutdown, device replaced).
+    public mutating func serverClosing() -> [Action] {
+        guard !closed else { return [.close] }
+        closed = true
+        return [.write("</stream:stream>"), .close]
     }
 
     public mutating func streamClosed() -> [Action] {
@@ -168,7 +176,8 @@ public struct StreamNegotiation: Sendable {
             let jid = "\(username ?? "")@\(jidDomain)/\(resource)"
             boundJID = jid
             let reply = "<iq\(replyAddressing(iq)) id=\"\(XMLEscaping.escapeAttribute(id))\" type=\"result\"><bind xmlns=\"\(NS.bind)\"><jid>\(XMLEscaping.escapeText(jid))</jid></bind></iq>"
-            return [.write(reply), .bound(jid: jid)]
+            let refusal = iqError(iq, condition: "resource-constraint", type: "wait")
+            return [.bound(jid: jid, reply: reply, refusal: refusal)]
         case ("session", NS.session) where type == "set":
             return [.write(iqResult(iq))]
         case ("ping", NS.ping) where type == "get":

@@ -70,12 +70,7 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     func channelInactive(context: ChannelHandlerContext) {
         authTimeout?.cancel()
         drainClose?.cancel()
-        if let link, let principal, registered {
-            switch role {
-            case .appServer: engine.connectionClosed(id: link.id)
-            case .device: engine.deviceDisconnected(token: principal, link: link)
-            }
-        }
+        unregisterSession()
         context.fireChannelInactive()
     }
 
@@ -131,8 +126,14 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             case .useAuthenticatedLimits:
                 parser.limits = configuration.postAuthLimits
                 authTimeout?.cancel()
-            case .bound:
-                sessionEstablished()
+            case .bound(_, let reply, let refusal):
+                if sessionEstablished() {
+                    write(reply)
+                    registerSession()
+                } else {
+                    write(refusal)
+                    perform(negotiation.streamError("resource-constraint", text: "too many connections for this sender"))
+                }
             case .stanza(let stanza):
                 switch role {
                 case .appServer: appServerStanza(stanza)
@@ -163,28 +164,39 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         return negotiation.authenticationSucceeded(username: user)
     }
 
-    private func sessionEstablished() {
-        guard let link, let principal, let context else { return }
+    /// Whether the role takes this session (an app server may be over its sender's connection cap).
+    private func sessionEstablished() -> Bool {
+        guard role == .appServer, !registered, let principal else { return true }
+        return engine.connectionCount(senderID: principal) < engine.configuration.maxConnectionsPerSender
+    }
+
+    /// Registers the established session with the engine, once even if a client binds twice. Runs
+    /// after the bind result is written: go-xmpp reads the very next element as that result.
+    private func registerSession() {
+        guard let link, let principal, let context, !registered else { return }
         switch role {
         case .appServer:
             let info = AppServerConnectionInfo(id: link.id, senderID: principal, remoteAddress: remoteAddress,
                                                connectedAtMillis: engine.clock.nowMillis(),
                                                resource: negotiation.boundJID)
-            // A second bind on the same stream must not register the connection twice.
-            if !registered {
-                guard engine.connectionOpened(info, link: link) else {
-                    perform(negotiation.streamError("resource-constraint",
-                                                    text: "too many connections for sender \(principal)"))
-                    return
-                }
-                registered = true
+            guard engine.connectionOpened(info, link: link) else {
+                perform(negotiation.streamError("resource-constraint", text: "too many connections for sender \(principal)"))
+                return
             }
         case .device:
-            if !registered {
-                registered = true
-                context.flush()
-                engine.deviceConnected(token: principal, link: link)
-            }
+            context.flush()
+            engine.deviceConnected(token: principal, link: link)
+        }
+        registered = true
+    }
+
+    /// Tells the engine the session is over, as soon as we know it (not when TLS has finished closing).
+    func unregisterSession() {
+        guard registered, let link, let principal else { return }
+        registered = false
+        switch role {
+        case .appServer: engine.connectionClosed(id: link.id)
+        case .device: engine.deviceDisconnected(token: principal, link: link)
         }
     }
 
@@ -215,6 +227,7 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     func close() {
         guard let context, !closing else { return }
         closing = true
+        unregisterSession()
         context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).whenComplete { _ in
             context.close(promise: nil)
         }
@@ -262,6 +275,9 @@ final class ConnectionLink: AppServerLink, DeviceLink {
 
     func close() {
         let handler = self.handler
-        eventLoop.execute { handler.value.close() }
+        eventLoop.execute {
+            let h = handler.value
+            h.perform(h.negotiation.serverClosing())
+        }
     }
 }

@@ -23,6 +23,7 @@ final class FakeAppServer: AppServerLink {
 
     func drain() { draining.store(true, ordering: .relaxed) }
     func sendOutbound(_ messages: [OutboundMessage]) { sent.withLock { $0 += messages } }
+    func close() {}
     var pendingCount: Int { 0 }
     var isDraining: Bool { draining.load(ordering: .relaxed) }
     var ids: [String] { sent.withLock { $0.map(\.messageID) } }

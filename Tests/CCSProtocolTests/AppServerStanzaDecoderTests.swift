@@ -41,11 +41,12 @@ struct StanzaErrorTests {
         #expect(decode("{}").stanzaErrorText == expected)
     }
 
-    @Test func missingMessageIDOnAckIsAStanzaErrorToo() {
-        #expect(decode(#"{"to":"REGID","message_type":"ack"}"#).stanzaErrorText
-            == "InvalidJson: JSON_PARSING_ERROR : Missing Required Field: message_id")
-        #expect(decode(#"{"message_type":"nack"}"#).stanzaErrorText
-            == "InvalidJson: JSON_PARSING_ERROR : Missing Required Field: message_id")
+    @Test func missingMessageIDOnAckIsBadAck() {
+        let ack = decode(#"{"to":"REGID","message_type":"ack"}"#).nack
+        #expect(ack?.code == .badAck)
+        #expect(ack?.messageID == "")
+        #expect(ack?.from == "REGID")
+        #expect(decode(#"{"message_type":"nack"}"#).nack?.code == .badAck)
     }
 
     @Test func missingMessageIDWinsOverOtherErrors() {

@@ -104,3 +104,13 @@ struct RegistrationTokenTests {
         #expect(RegistrationToken.looksValid("APA91b" + String(repeating: "a", count: 4090)))
     }
 }
+
+@Suite struct InstanceIDShapeTests {
+    @Test func instanceIDsStartLikeFirebaseInstallationIDs() {
+        for _ in 0..<500 {
+            let id = RegistrationToken.makeInstanceID()
+            #expect(id.count == 22)
+            #expect("cdef".contains(id.first!))
+        }
+    }
+}

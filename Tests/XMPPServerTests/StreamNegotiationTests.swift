@@ -21,8 +21,15 @@ func stanza(_ xml: String) throws -> XMLElement {
     return s
 }
 
+/// What the connection writes, taking the bind result as accepted.
 func written(_ actions: [StreamNegotiation.Action]) -> String {
-    actions.compactMap { if case .write(let s) = $0 { return s } else { return nil } }.joined()
+    actions.compactMap {
+        switch $0 {
+        case .write(let s): return s
+        case .bound(_, let reply, _): return reply
+        default: return nil
+        }
+    }.joined()
 }
 
 func auth(_ payload: String, mechanism: String = "PLAIN") throws -> XMLElement {
@@ -112,6 +119,8 @@ func authenticated() throws -> StreamNegotiation {
         #expect(written(actions).contains("<jid>123@gcm.googleapis.com/"))
         #expect(actions.contains { if case .bound = $0 { return true } else { return false } })
         #expect(m.isEstablished)
+        guard case .bound(_, _, let refusal)? = actions.first else { Issue.record("no bound action"); return }
+        #expect(refusal.contains("id=\"b2\" type=\"error\"") && refusal.contains("resource-constraint"))
     }
 
     @Test func sessionPingRosterPresenceAndUnknownIqs() throws {

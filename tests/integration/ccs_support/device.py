@@ -29,7 +29,7 @@ class DeviceCLI:
         if platform:
             args += ["--platform", platform]
         if token:
-            args += ["--token", token]
+            args += [f"--token={token}"]  # a token may start with "-"
         self.args = args
         self.stderr_path = (Path(log_dir) / f"{name}.{time.monotonic_ns()}.stderr.log") if log_dir else None
         err = open(self.stderr_path, "wb") if self.stderr_path else subprocess.DEVNULL
