@@ -136,11 +136,18 @@ def test_strict_auth_accepts_only_configured_pairs(start_server, xmpp, tmp_path)
         expect_not_authorized_and_close(c, c.auth_plain(plain_payload("", f"{sender}@gcm.googleapis.com", key)))
 
 
-def test_unauthenticated_connection_closed_after_timeout(xmpp):
-    """A client that opens a stream and never authenticates is eventually disconnected."""
-    c = xmpp()
-    c.open_stream()
-    c.wait_closed(55)
+def test_unauthenticated_connection_closed_after_timeout(start_server, xmpp):
+    """A client that opens a stream and never authenticates is disconnected after --auth-timeout,
+    with a connection-timeout stream error; one that authenticated in time is not."""
+    srv = start_server(extra_args=["--auth-timeout", "2"])
+    idle = xmpp(srv)
+    idle.open_stream()
+    active = xmpp(srv)
+    active.login(new_sender_id(), new_key(), session=False)
+    idle.wait_closed(20)
+    assert '<connection-timeout xmlns="urn:ietf:params:xml:ns:xmpp-streams"/>' in idle.received, idle.received[-500:]
+    active.send('<iq type="get" id="still-here"><ping xmlns="urn:xmpp:ping"/></iq>')
+    active.read_until('id="still-here"', 10)
 
 
 # ---- after auth: bind, session, ping, roster, presence, unknown iq -------------------------------
