@@ -232,10 +232,11 @@ public final class Emulator: Sendable {
         try? await Task.sleep(for: .milliseconds(100)) // lets the closing tags go out
         httpTask.cancel()
         _ = await httpTask.result
-        try? await group.shutdownGracefully()
         if let virtual = engine.clock as? VirtualClock {
             engine.committer.submit(.setMeta(key: VirtualClock.metaKey, value: String(virtual.nowMillis())))
         }
+        // The store first: its last completions still hop to the event loops.
         await engine.committer.shutdown()
+        try? await group.shutdownGracefully()
     }
 }
