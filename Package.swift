@@ -18,6 +18,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.5.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
         .systemLibrary(name: "CExpat", path: "Sources/CExpat", pkgConfig: "expat",
@@ -62,14 +63,26 @@ let package = Package(
             .product(name: "SwiftASN1", package: "swift-asn1"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        .target(name: "LoadGenerator", dependencies: [
+            "CCSProtocol", "DeviceSimulator",
+            .product(name: "Histogram", package: "hdrhistogram-swift"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        ]),
         .executableTarget(name: "ccs-emulator", dependencies: [
-            "CCSEmulator", "DeviceSimulator",
+            "CCSEmulator", "DeviceSimulator", "LoadGenerator",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .testTarget(name: "XMLStreamingTests", dependencies: ["XMLStreaming"]),
         .testTarget(name: "CCSProtocolTests", dependencies: ["CCSProtocol"]),
         .testTarget(name: "CCSStoreTests", dependencies: ["CCSStore"]),
         .testTarget(name: "CCSEngineTests", dependencies: ["CCSEngine", "CCSStore"]),
+        .testTarget(name: "LoadGeneratorTests", dependencies: [
+            "LoadGenerator",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+        ]),
         .testTarget(name: "XMPPServerTests", dependencies: ["XMPPServer", "XMLStreaming", "CCSEngine", "CCSStore"]),
     ],
     swiftLanguageModes: [.v6]

@@ -16,7 +16,7 @@ struct CCSEmulatorCommand: AsyncParsableCommand {
             their server key; simulated devices connect to the device channel (port 5228); the admin API is \
             HTTP on port 8080 under /emulator/v1/. See README.md and docs/.
             """,
-        subcommands: [Serve.self, Device.self],
+        subcommands: [Serve.self, Device.self, Bench.self],
         defaultSubcommand: Serve.self)
 }
 
