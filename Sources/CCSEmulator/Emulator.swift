@@ -8,6 +8,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
+import ServiceLifecycle
 import Synchronization
 import XMPPServer
 
@@ -51,12 +52,14 @@ public final class Emulator: Sendable {
     let group: MultiThreadedEventLoopGroup
     let channels: [any Channel]
     let httpTask: Task<Void, any Error>
+    let http: ServiceGroup
     let ticker: RepeatedTask
     let logger: Logger
 
     private init(engine: Engine, info: EmulatorInfo, group: MultiThreadedEventLoopGroup, channels: [any Channel],
-                 httpTask: Task<Void, any Error>, logger: Logger) {
+                 http: ServiceGroup, httpTask: Task<Void, any Error>, logger: Logger) {
         self.engine = engine
+        self.http = http
         // Expiry and ACK timeouts: once a second on the wall clock (the virtual clock also ticks on advance).
         self.ticker = group.next().scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in
             engine.tick()
@@ -153,8 +156,10 @@ public final class Emulator: Sendable {
                 },
                 eventLoopGroupProvider: .shared(group),
                 logger: httpLogger)
+            // In a service group, so that shutdown is graceful (no cancellation of open connections).
+            let http = ServiceGroup(configuration: .init(services: [app], logger: httpLogger))
             let httpTask = Task {
-                do { try await app.run() } catch {
+                do { try await http.run() } catch {
                     portContinuation.finish()
                     throw error
                 }
@@ -167,8 +172,8 @@ public final class Emulator: Sendable {
                 throw ConfigurationError("the HTTP listener did not start")
             }
             let info = ports.withLock { $0.httpPort = httpPort; return $0 }
-            return Emulator(engine: engine, info: info, group: group, channels: channels, httpTask: httpTask,
-                            logger: logger)
+            return Emulator(engine: engine, info: info, group: group, channels: channels, http: http,
+                            httpTask: httpTask, logger: logger)
         } catch {
             for c in channels { try? await c.close() }
             try? await group.shutdownGracefully()
@@ -230,7 +235,7 @@ public final class Emulator: Sendable {
         for c in channels { try? await c.close() }
         engine.closeAllConnections()
         try? await Task.sleep(for: .milliseconds(100)) // lets the closing tags go out
-        httpTask.cancel()
+        await http.triggerGracefulShutdown()
         _ = await httpTask.result
         if let virtual = engine.clock as? VirtualClock {
             engine.committer.submit(.setMeta(key: VirtualClock.metaKey, value: String(virtual.nowMillis())))
