@@ -228,8 +228,10 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         guard let context, !closing else { return }
         closing = true
         unregisterSession()
-        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).whenComplete { _ in
-            context.close(promise: nil)
+        // Close once everything written before has gone out.
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(channel.allocator.buffer(capacity: 0))).whenComplete { _ in
+            channel.close(promise: nil)
         }
     }
 }
