@@ -346,27 +346,11 @@ def test_unparseable_json_stanza_error(xmpp, device, sender, key, text):
 
 async def _slixmpp_round_trip(port: int, ca_cert: str, sender: str, key: str, token: str) -> dict:
     import slixmpp
-    from slixmpp import Message
-    from slixmpp.xmlstream import ElementBase, register_stanza_plugin
     from slixmpp.xmlstream.handler import Callback
     from slixmpp.xmlstream.matcher import MatchXPath
 
-    class Gcm(ElementBase):
-        name = "gcm"
-        namespace = GCM_NS
-        plugin_attrib = "gcm"
-        interfaces = {"json"}
-
-        def get_json(self):
-            return self.xml.text or ""
-
-        def set_json(self, value):
-            self.xml.text = value
-
-        def del_json(self):
-            self.xml.text = None
-
-    register_stanza_plugin(Message, Gcm)
+    from ccs_support.upstream import register_gcm_plugin
+    register_gcm_plugin()
 
     client = slixmpp.ClientXMPP(f"{sender}@gcm.googleapis.com", key)
     client.enable_direct_tls = True       # CCS is TLS from the first byte ("xmpps")

@@ -211,7 +211,7 @@ class AppServerClient:
 _slix_registered = False
 
 
-def _register_gcm_plugin() -> None:
+def register_gcm_plugin() -> None:
     """<gcm xmlns="google:mobile:data"> as a slixmpp stanza plugin: msg["gcm"]["json"]."""
     global _slix_registered
     if _slix_registered:
@@ -275,7 +275,7 @@ class SlixAppServer(AppServerClient):
         from slixmpp.xmlstream.handler import Callback
         from slixmpp.xmlstream.matcher import MatchXPath
 
-        _register_gcm_plugin()
+        register_gcm_plugin()
         client = slixmpp.ClientXMPP(jid, self.key)
         client.enable_direct_tls = True       # CCS speaks TLS from the first byte
         client.enable_starttls = False
