@@ -107,54 +107,51 @@ public final class Store: Sendable {
     private static func apply(_ op: StoreOp, in db: Database) throws {
         switch op {
         case .upsertSender(let s):
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 INSERT INTO sender(sender_id, server_key, created_at) VALUES (?, ?, ?)
                 ON CONFLICT(sender_id) DO UPDATE SET server_key = excluded.server_key
-                """, arguments: [s.senderID, s.serverKey, s.createdAt])
+                """).execute(arguments: [s.senderID, s.serverKey, s.createdAt])
         case .upsertDevice(let d):
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 INSERT INTO device(token, device_id, secret, app, platform, senders, created_at, status, state)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(token) DO UPDATE SET secret = excluded.secret, app = excluded.app,
                   platform = excluded.platform, senders = excluded.senders, status = excluded.status,
                   state = excluded.state
-                """, arguments: [d.token, d.deviceID, d.secret, d.app, d.platform,
+                """).execute(arguments: [d.token, d.deviceID, d.secret, d.app, d.platform,
                                  d.senders.joined(separator: ","), d.createdAt, d.status, d.state])
         case .enqueue(let m, let limits):
             try enqueue(m, limits: limits, in: db)
         case .removeMessage(let token, let id):
-            try db.execute(sql: "DELETE FROM queued_message WHERE token = ? AND device_message_id = ?",
-                           arguments: [token, id])
+            try db.cachedStatement(sql: "DELETE FROM queued_message WHERE token = ? AND device_message_id = ?").execute(arguments: [token, id])
         case .removeAllMessages(let token):
-            try db.execute(sql: "DELETE FROM queued_message WHERE token = ?", arguments: [token])
+            try db.cachedStatement(sql: "DELETE FROM queued_message WHERE token = ?").execute(arguments: [token])
         case .removeExpired(let now):
-            try db.execute(sql: "DELETE FROM queued_message WHERE expires_at <= ?", arguments: [now])
+            try db.cachedStatement(sql: "DELETE FROM queued_message WHERE expires_at <= ?").execute(arguments: [now])
         case .addOutbound(let o):
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 INSERT OR REPLACE INTO outbound(sender_id, kind, message_id, token, json, created_at, expires_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [o.senderID, o.kind, o.messageID, o.token, o.json, o.createdAt, o.expiresAt])
+                """).execute(arguments: [o.senderID, o.kind, o.messageID, o.token, o.json, o.createdAt, o.expiresAt])
         case .removeOutbound(let sender, let kind, let id):
-            try db.execute(sql: "DELETE FROM outbound WHERE sender_id = ? AND kind = ? AND message_id = ?",
-                           arguments: [sender, kind, id])
+            try db.cachedStatement(sql: "DELETE FROM outbound WHERE sender_id = ? AND kind = ? AND message_id = ?").execute(arguments: [sender, kind, id])
         case .addToTray(let t):
-            try db.execute(sql: "INSERT OR REPLACE INTO tray(token, device_message_id, payload, shown_at) VALUES (?, ?, ?, ?)",
-                           arguments: [t.token, t.deviceMessageID, t.payload, t.shownAt])
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO tray(token, device_message_id, payload, shown_at) VALUES (?, ?, ?, ?)").execute(arguments: [t.token, t.deviceMessageID, t.payload, t.shownAt])
         case .removeFromTray(let token, let id):
-            try db.execute(sql: "DELETE FROM tray WHERE token = ? AND device_message_id = ?", arguments: [token, id])
+            try db.cachedStatement(sql: "DELETE FROM tray WHERE token = ? AND device_message_id = ?").execute(arguments: [token, id])
         case .clearTray(let token):
-            try db.execute(sql: "DELETE FROM tray WHERE token = ?", arguments: [token])
+            try db.cachedStatement(sql: "DELETE FROM tray WHERE token = ?").execute(arguments: [token])
         case .setMeta(let key, let value):
-            try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", arguments: [key, value])
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)").execute(arguments: [key, value])
         }
     }
 
     private static func insert(_ m: QueuedMessage, in db: Database) throws {
-        try db.execute(sql: """
+        try db.cachedStatement(sql: """
             INSERT OR REPLACE INTO queued_message(token, device_message_id, sender_id, app_message_id,
               collapse_key, priority, ttl, enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """, arguments: [m.token, m.deviceMessageID, m.senderID, m.appMessageID, m.collapseKey,
+            """).execute(arguments: [m.token, m.deviceMessageID, m.senderID, m.appMessageID, m.collapseKey,
                              m.priority, m.timeToLive, m.enqueuedAt, m.expiresAt,
                              m.deliveryReceiptRequested ? 1 : 0, m.delayWhileIdle ? 1 : 0,
                              m.isNotification ? 1 : 0, m.kind, m.payload])
@@ -162,33 +159,30 @@ public final class Store: Sendable {
 
     private static func enqueue(_ m: QueuedMessage, limits: QueueLimits?, in db: Database) throws {
         if let key = m.collapseKey {
-            try db.execute(sql: "DELETE FROM queued_message WHERE token = ? AND collapse_key = ? AND kind = 'message'",
-                           arguments: [m.token, key])
+            try db.cachedStatement(sql: "DELETE FROM queued_message WHERE token = ? AND collapse_key = ? AND kind = 'message'").execute(arguments: [m.token, key])
         }
         guard let limits else { return try insert(m, in: db) }
         if m.collapseKey == nil {
-            let stored = try Int.fetchOne(db, sql: """
+            let stored = try Int.fetchOne(db.cachedStatement(sql: """
                 SELECT COUNT(*) FROM queued_message WHERE token = ? AND collapse_key IS NULL AND kind = 'message'
-                """, arguments: [m.token]) ?? 0
+                """), arguments: [m.token]) ?? 0
             if stored >= limits.maxNonCollapsible {
-                try db.execute(sql: "DELETE FROM queued_message WHERE token = ? AND collapse_key IS NULL AND kind = 'message'",
-                               arguments: [m.token])
-                let notices = try Int.fetchOne(db, sql: """
+                try db.cachedStatement(sql: "DELETE FROM queued_message WHERE token = ? AND collapse_key IS NULL AND kind = 'message'").execute(arguments: [m.token])
+                let notices = try Int.fetchOne(db.cachedStatement(sql: """
                     SELECT COUNT(*) FROM queued_message WHERE token = ? AND kind = 'deleted_messages'
-                    """, arguments: [m.token]) ?? 0
+                    """), arguments: [m.token]) ?? 0
                 if notices == 0 { try insert(limits.overflowNotice, in: db) }
                 return
             }
             return try insert(m, in: db)
         }
         try insert(m, in: db)
-        let keys = try String.fetchAll(db, sql: """
+        let keys = try String.fetchAll(db.cachedStatement(sql: """
             SELECT collapse_key FROM queued_message WHERE token = ? AND collapse_key IS NOT NULL AND kind = 'message'
             GROUP BY collapse_key ORDER BY MIN(seq)
-            """, arguments: [m.token])
+            """), arguments: [m.token])
         for key in keys.dropLast(limits.maxCollapseKeys) {
-            try db.execute(sql: "DELETE FROM queued_message WHERE token = ? AND collapse_key = ? AND kind = 'message'",
-                           arguments: [m.token, key])
+            try db.cachedStatement(sql: "DELETE FROM queued_message WHERE token = ? AND collapse_key = ? AND kind = 'message'").execute(arguments: [m.token, key])
         }
     }
 

@@ -71,11 +71,11 @@ class BenchConnection: ChannelInboundHandler {
     let login: XMPPLogin
     let recorder: LoopRecorder
     let established: EventLoopPromise<Void>
-    var framer = StanzaFramer()
+    // Small to start with (10,000 idle connections hold one each); both grow to the largest burst once.
+    var framer = StanzaFramer(capacity: 1024)
     var phase = Phase.opening
     var context: ChannelHandlerContext?
     var out: ByteBuffer
-    var wantsFlush = false
     var failure: String?
     /// `established` has been completed (it must be, exactly once).
     var settled = false
@@ -102,7 +102,7 @@ class BenchConnection: ChannelInboundHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        out = context.channel.allocator.buffer(capacity: 4096)
+        out = context.channel.allocator.buffer(capacity: 1024)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -170,14 +170,11 @@ class BenchConnection: ChannelInboundHandler {
 
     @inline(__always)
     func flush() {
-        guard wantsFlush || out.readableBytes > 0, let context else { return }
-        wantsFlush = false
-        let wrote = out.readableBytes > 0
-        if wrote { context.write(wrapOutboundOut(out), promise: nil) }
-        context.flush()
+        guard out.readableBytes > 0, let context else { return }
+        context.writeAndFlush(wrapOutboundOut(out), promise: nil)
         // Once TLS has encrypted the bytes (during the flush) nothing else holds the storage, and
         // clearing reuses it: no allocation. If something still does, clear() starts a new one.
-        if wrote { out.clear() }
+        out.clear()
     }
 
     func send(_ text: String) {
