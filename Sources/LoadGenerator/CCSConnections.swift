@@ -52,18 +52,7 @@ final class AppServerConnection: BenchConnection {
             let token = recipients.items[cursor]
             cursor += 1
             if cursor == recipients.count { cursor = 0 }
-            out.writeStaticString(CCSBytes.gcmOpen)
-            out.writeStaticString("{\"to\":\"")
-            out.writeBytes(token)
-            out.writeStaticString("\",\"message_id\":\"")
-            out.writeBytes(idPrefix)
-            out.writeDecimal(seq)
-            out.writeStaticString("\",\"data\":{\"bt\":\"")
-            out.writeDecimal(stamp)
-            out.writeStaticString("\",\"p\":\"")
-            out.writeBytes(payload)
-            out.writeStaticString("\"}}")
-            out.writeStaticString(CCSBytes.gcmClose)
+            out.writeBenchMessage(to: token, idPrefix: idPrefix, seq: seq, stamp: stamp, payload: payload)
         }
     }
 
@@ -188,18 +177,7 @@ final class DeviceChannelConnection: BenchConnection {
         // The window closes on delivery to an app server, not on `sent` (see DeliveryCredits).
         let unanswered = Int(sender!.nextSeq) - credits.credits[index].value.load(ordering: .relaxed)
         sender!.pump(now: now, recorder: recorder, unanswered: unanswered) { seq, stamp in
-            out.writeStaticString(CCSBytes.gcmOpen)
-            out.writeStaticString("{\"to\":\"")
-            out.writeBytes(upstreamTo)
-            out.writeStaticString("\",\"message_id\":\"")
-            out.writeBytes(idPrefix)
-            out.writeDecimal(seq)
-            out.writeStaticString("\",\"data\":{\"bt\":\"")
-            out.writeDecimal(stamp)
-            out.writeStaticString("\",\"p\":\"")
-            out.writeBytes(payload)
-            out.writeStaticString("\"}}")
-            out.writeStaticString(CCSBytes.gcmClose)
+            out.writeBenchMessage(to: upstreamTo, idPrefix: idPrefix, seq: seq, stamp: stamp, payload: payload)
         }
     }
 
@@ -245,5 +223,25 @@ final class DeviceChannelConnection: BenchConnection {
             recorder.nacked.add(1, ordering: .relaxed) // send_error
         }
         pump(now: now)
+    }
+}
+
+extension ByteBuffer {
+    /// The generator's one message shape, downstream and upstream alike, written without allocating:
+    /// `<message><gcm …>{"to":TO,"message_id":PREFIX+SEQ,"data":{"bt":"STAMP","p":"PAYLOAD"}}</gcm></message>`.
+    @inline(__always)
+    mutating func writeBenchMessage(to: [UInt8], idPrefix: [UInt8], seq: UInt64, stamp: UInt64, payload: [UInt8]) {
+        writeStaticString(CCSBytes.gcmOpen)
+        writeStaticString("{\"to\":\"")
+        writeBytes(to)
+        writeStaticString("\",\"message_id\":\"")
+        writeBytes(idPrefix)
+        writeDecimal(seq)
+        writeStaticString("\",\"data\":{\"bt\":\"")
+        writeDecimal(stamp)
+        writeStaticString("\",\"p\":\"")
+        writeBytes(payload)
+        writeStaticString("\"}}")
+        writeStaticString(CCSBytes.gcmClose)
     }
 }
