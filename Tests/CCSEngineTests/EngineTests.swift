@@ -276,9 +276,7 @@ import Testing
     }
 
     @Test func pendingOutboundSurvivesARestart() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-engine-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let path = dir.appendingPathComponent("db.sqlite").path
+        let path = try Harness.temporaryDatabasePath()
         let token: String
         do {
             let h = try Harness(path: path)
@@ -362,9 +360,7 @@ import Testing
     }
 
     @Test func messageIDsStayUniqueAcrossARestartWithAStoppedVirtualClock() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-engine-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let path = dir.appendingPathComponent("db.sqlite").path
+        let path = try Harness.temporaryDatabasePath()
         let token: String
         do {
             let h = try Harness(path: path)

@@ -34,15 +34,17 @@ struct Harness {
     let clock: VirtualClock
 
     init(configuration: Engine.Configuration = .init(), path: String? = nil) throws {
-        let dbPath: String
-        if let path { dbPath = path } else {
-            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-engine-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-            dbPath = dir.appendingPathComponent("db.sqlite").path
-        }
+        let dbPath = try path ?? Self.temporaryDatabasePath()
         clock = VirtualClock(startMillis: 1_700_000_000_000)
         engine = try Engine(committer: GroupCommitter(store: try Store(path: dbPath, durability: .normal)),
                             clock: clock, configuration: configuration)
+    }
+
+    /// A database path in a fresh temporary directory; pass it to two harnesses to test a restart.
+    static func temporaryDatabasePath() throws -> String {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-engine-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir.appendingPathComponent("db.sqlite").path
     }
 
     func register(senders: [String] = ["111"], app: String = "com.example.app") async throws -> DeviceRecord {
