@@ -88,46 +88,39 @@ extension Engine {
                 stored = []
             }
             let sends = state.withLock { s -> [Send] in
-                guard var online = s.online[token], online.link === link else { return [] }
-                online.loaded = true
-                let deviceState = s.deviceStates[token] ?? DeviceState()
-                var deliveries: [DeviceDelivery] = []
-                let platform = s.devices[token]?.platform
-                for m in stored where m.expiresAt > now && online.inFlight[m.deviceMessageID] == nil
-                    && deviceState.admits(m, platform: platform) {
-                    let d = delivery(m, state: deviceState, platform: s.devices[token]?.platform)
-                    online.inFlight[m.deviceMessageID] = InFlightDownstream(message: m, toTray: d.toTray)
-                    deliveries.append(d)
-                }
-                s.online[token] = online
-                return deliveries.isEmpty ? [] : [.device(link, deliveries)]
+                guard s.online[token]?.link === link else { return [] }
+                s.online[token]?.loaded = true
+                let unheld = stored.filter { $0.expiresAt > now && s.online[token]?.inFlight[$0.deviceMessageID] == nil }
+                return take(unheld, token: token, &s)
             }
             perform(sends)
         }
-    }
-
-    func delivery(_ m: QueuedMessage, state: DeviceState, platform: String?) -> DeviceDelivery {
-        // The system, not the app, shows a notification message while the app is in the background.
-        DeviceDelivery(message: m, toTray: m.kind == "message" && m.isNotification && !state.foreground)
     }
 
     /// Gives committed messages to the device's connection, if it is online, has its backlog, and may
     /// take them now (Doze). Otherwise they wait in the queue.
     func handOver(_ messages: [QueuedMessage], to token: String) {
         let sends = state.withLock { s -> [Send] in
-            guard var online = s.online[token], online.loaded else { return [] }
-            let deviceState = s.deviceStates[token] ?? DeviceState()
-            var deliveries: [DeviceDelivery] = []
-            let platform = s.devices[token]?.platform
-            for m in messages where deviceState.admits(m, platform: platform) {
-                let d = delivery(m, state: deviceState, platform: s.devices[token]?.platform)
-                online.inFlight[m.deviceMessageID] = InFlightDownstream(message: m, toTray: d.toTray)
-                deliveries.append(d)
-            }
-            s.online[token] = online
-            return deliveries.isEmpty ? [] : [.device(online.link, deliveries)]
+            guard s.online[token]?.loaded == true else { return [] }
+            return take(messages, token: token, &s)
         }
         perform(sends)
+    }
+
+    /// The messages the device's state admits now become in-flight on its connection; the rest wait.
+    /// A notification for an app in the background goes to the system's tray, not to the app.
+    private func take(_ messages: [QueuedMessage], token: String, _ s: inout State) -> [Send] {
+        guard var online = s.online[token] else { return [] }
+        let deviceState = s.deviceStates[token] ?? DeviceState()
+        let platform = s.devices[token]?.platform
+        var deliveries: [DeviceDelivery] = []
+        for m in messages where deviceState.admits(m, platform: platform) {
+            let d = DeviceDelivery(message: m, toTray: m.kind == "message" && m.isNotification && !deviceState.foreground)
+            online.inFlight[m.deviceMessageID] = InFlightDownstream(message: m, toTray: d.toTray)
+            deliveries.append(d)
+        }
+        s.online[token] = online
+        return deliveries.isEmpty ? [] : [.device(online.link, deliveries)]
     }
 
     public func deviceDisconnected(token: String, link: any DeviceLink) {

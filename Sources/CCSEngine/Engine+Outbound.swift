@@ -235,12 +235,11 @@ extension Engine {
                         timedOut.append(sent.record)
                     }
                 }
+                let freed = s.connections[id].map { $0.inFlight.count > entry.inFlight.count } ?? false
                 s.connections[id] = entry
-                if !timedOut.isEmpty {
-                    requeue(timedOut, sender: entry.info.senderID, &s)
-                    touched.insert(entry.info.senderID)
-                }
-                if !expired.isEmpty { touched.insert(entry.info.senderID) }
+                requeue(timedOut, sender: entry.info.senderID, &s)
+                // A window opened on this connection: its sender may send what waits.
+                if freed { touched.insert(entry.info.senderID) }
             }
             return touched.flatMap { dispatchOutbound(sender: $0, &s) }
         }

@@ -275,7 +275,7 @@ public final class Engine: Sendable {
                 return .nack(Nack(messageID: message.messageID, from: to, code: .badRegistration,
                                   description: "MismatchSenderId: the token is not registered for sender \(senderID)"))
             }
-            let id = DeviceMessageID.make(micros: nextMicros(&s), senderHash: Self.senderHash(senderID))
+            let id = DeviceMessageID.make(micros: nextMicros(&s), senderHash: DeviceMessageID.senderHash(senderID))
             let deviceState = s.deviceStates[to] ?? DeviceState()
             let takesNow = s.online[to]?.loaded == true
             return .found(device, id, deviceState, takesNow)
@@ -321,10 +321,6 @@ public final class Engine: Sendable {
         let micros = max(clock.nowMicros(), s.lastMicros + 1)
         s.lastMicros = micros
         return micros
-    }
-
-    static func senderHash(_ senderID: String) -> UInt32 {
-        DeviceMessageID.senderHash(senderID)
     }
 
     static func queuedMessage(_ m: DownstreamMessage, device: DeviceRecord, senderID: String,

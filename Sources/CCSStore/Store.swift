@@ -244,10 +244,6 @@ public final class Store: Sendable {
         }
     }
 
-    public func totalQueued() throws -> Int {
-        try pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM queued_message") ?? 0 }
-    }
-
     public func meta(_ key: String) throws -> String? {
         try pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key]) }
     }
