@@ -29,6 +29,9 @@ public struct EmulatorConfiguration: Sendable {
     public var tlsCertificatePath: String?
     public var tlsKeyPath: String?
     public var durability: Store.Durability = .full
+    /// How long the write of a message already handed to an online device waits for that device's
+    /// confirmation; a message confirmed in time is never written (docs/architecture.md).
+    public var liveWriteDelayMillis = 20
     public var clock: ClockKind = .wall
     public var xmpp = XMPPServerConfiguration()
     public var eventLoopThreads = System.coreCount
@@ -87,7 +90,7 @@ public final class Emulator: Sendable {
         }
 
         let store = try Store(path: dataDir + "/ccs-emulator.sqlite", durability: config.durability)
-        let committer = GroupCommitter(store: store)
+        let committer = GroupCommitter(store: store, cancellableDelay: .milliseconds(config.liveWriteDelayMillis))
         let clock: any EngineClock
         switch config.clock {
         case .wall: clock = WallClock()

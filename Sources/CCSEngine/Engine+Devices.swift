@@ -109,18 +109,48 @@ extension Engine {
 
     /// The messages the device's state admits now become in-flight on its connection; the rest wait.
     /// A notification for an app in the background goes to the system's tray, not to the app.
-    private func take(_ messages: [QueuedMessage], token: String, _ s: inout State) -> [Send] {
+    func take(_ messages: [QueuedMessage], token: String, early: EarlyDelivery? = nil, _ s: inout State) -> [Send] {
         guard var online = s.online[token] else { return [] }
         let deviceState = s.deviceStates[token] ?? DeviceState()
         let platform = s.devices[token]?.platform
         var deliveries: [DeviceDelivery] = []
         for m in messages where deviceState.admits(m, platform: platform) {
             let d = DeviceDelivery(message: m, toTray: m.kind == "message" && m.isNotification && !deviceState.foreground)
-            online.inFlight[m.deviceMessageID] = InFlightDownstream(message: m, toTray: d.toTray)
+            online.inFlight[m.deviceMessageID] = InFlightDownstream(message: m, toTray: d.toTray, early: early)
             deliveries.append(d)
         }
         s.online[token] = online
         return deliveries.isEmpty ? [] : [.device(online.link, deliveries)]
+    }
+
+    /// Messages handed over live whose write is still waiting (the store does not hold them yet).
+    private func unwrittenLive(token: String?) -> [QueuedMessage] {
+        let entries = state.withLock { s -> [InFlightDownstream] in
+            if let token { return s.online[token].map { Array($0.inFlight.values) } ?? [] }
+            return s.online.values.flatMap { $0.inFlight.values }
+        }
+        return entries.filter { $0.early?.ticket.isPending == true }.map(\.message)
+    }
+
+    /// The device's queue as the service holds it: what is stored, plus messages handed to its
+    /// connection live whose write is still waiting for the device's confirmation.
+    public func queuedMessages(token: String) throws -> [QueuedMessage] {
+        // Live first: a write taken in between is then in the store read (never missing from both).
+        var live = unwrittenLive(token: token)
+        var stored = try store.queuedMessages(token: token)
+        let held = Set(stored.map(\.deviceMessageID))
+        live.removeAll { held.contains($0.deviceMessageID) }
+        if live.isEmpty { return stored }
+        stored += live
+        return stored.sorted { ($0.enqueuedAt, $0.deviceMessageID) < ($1.enqueuedAt, $1.deviceMessageID) }
+    }
+
+    /// Queue lengths per token, counted like `queuedMessages(token:)`.
+    public func queueCounts() throws -> [String: Int] {
+        let live = unwrittenLive(token: nil)
+        var counts = try store.queueCounts()
+        for m in live { counts[m.token, default: 0] += 1 }
+        return counts
     }
 
     public func deviceDisconnected(token: String, link: any DeviceLink) {
@@ -142,7 +172,15 @@ extension Engine {
         }
         guard let (entry, device) = found else { return }
         let m = entry.message
-        var ops: [StoreOp] = [.removeMessage(token: token, deviceMessageID: deviceMessageID)]
+        var ops: [StoreOp] = []
+        if !entry.toTray, let early = entry.early, early.ticket.cancel() {
+            // Confirmed before its write was taken: it never reaches the disk, and the app server's
+            // ACK is due now (the message is delivered: nothing is left to lose). A notification bound
+            // for the tray is not called off: its removal and its tray entry commit together.
+            early.settle(.ack(from: token))
+        } else {
+            ops.append(.removeMessage(token: token, deviceMessageID: deviceMessageID))
+        }
         if entry.toTray {
             ops.append(.addToTray(TrayEntry(token: token, deviceMessageID: deviceMessageID, payload: m.payload, shownAt: now)))
         }
@@ -157,6 +195,7 @@ extension Engine {
             ops.append(.addOutbound(r))
             receipt = r
         }
+        if ops.isEmpty { return }
         committer.submit(ops) { [self, receipt] error in
             guard error == nil, let receipt else { return }
             enqueueOutbound(receipt)

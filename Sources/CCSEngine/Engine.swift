@@ -83,6 +83,14 @@ public final class Engine: Sendable {
     struct InFlightDownstream {
         var message: QueuedMessage
         var toTray: Bool
+        /// Handed over before it was committed: its write may still be called off, and then the
+        /// app server's ACK comes from the device's confirmation instead of the commit.
+        var early: EarlyDelivery? = nil
+    }
+
+    struct EarlyDelivery {
+        let ticket: WriteTicket
+        let settle: @Sendable (DownstreamOutcome) -> Void
     }
 
     struct OnlineDevice {
@@ -297,7 +305,34 @@ public final class Engine: Sendable {
             completion(.ack(from: to))
             return
         }
-        let limits: QueueLimits? = deliverableNow ? nil : QueueLimits(
+        if deliverableNow {
+            // The device can take it now: hand it over at once and write it in the background. If the
+            // device confirms it before the writer gets to it, the write is called off and the ACK
+            // follows the confirmation; otherwise the ACK follows the commit, as for every message.
+            let ticket = WriteTicket()
+            let early = EarlyDelivery(ticket: ticket, settle: completion)
+            let sends = state.withLock { s -> [Send]? in
+                guard s.online[to]?.loaded == true else { return nil }
+                let sends = take([queued], token: to, early: early, &s)
+                return sends.isEmpty ? nil : sends
+            }
+            if let sends {
+                committer.submit([.enqueue(queued, limits: nil)], ticket: ticket) { [self] error in
+                    if let error {
+                        logger.error("enqueue failed", metadata: ["error": "\(error)"])
+                        completion(.nack(Nack(messageID: message.messageID, from: to, code: .internalServerError,
+                                              description: "Internal server error")))
+                        return
+                    }
+                    completion(.ack(from: to))
+                }
+                perform(sends)
+                return
+            }
+            // It went offline (or to sleep) in between: store it like any other message.
+            if message.timeToLive == 0 { completion(.ack(from: to)); return }
+        }
+        let limits = QueueLimits(
             maxCollapseKeys: configuration.maxCollapseKeys, maxNonCollapsible: configuration.maxStoredNonCollapsible,
             overflowNotice: deletedMessagesNotice(token: to, senderID: senderID, now: now))
         committer.submit(.enqueue(queued, limits: limits)) { [self] error in

@@ -12,7 +12,8 @@ public final class GroupCommitter: Sendable {
     public typealias Completion = @Sendable (Error?) -> Void
 
     private enum Item: Sendable {
-        case write([StoreOp], Completion?)
+        /// `at`: when it was submitted (uptime nanoseconds), for ticketed writes only.
+        case write([StoreOp], Completion?, WriteTicket?, at: UInt64)
         case read(@Sendable () -> Void)
         case stop(@Sendable () -> Void)
     }
@@ -20,6 +21,10 @@ public final class GroupCommitter: Sendable {
     private struct State {
         var items: [Item] = []
         var stopped = false
+        /// The writer waits for work with no deadline: the next submission must wake it. While it is
+        /// busy or waiting out a cancellable write's delay, submissions need not signal (one futex
+        /// wake per idle period, not one per message).
+        var writerIdle = false
         var batches = 0
         var committedOps = 0
     }
@@ -27,12 +32,17 @@ public final class GroupCommitter: Sendable {
     public let store: Store
     /// Most ops per transaction: a bound on the latency a huge burst adds to the first of them.
     public let maxBatch: Int
+    /// How long a cancellable (ticketed) write waits before it is written, so that it can still be
+    /// called off. Writes behind it wait too (order is kept). Zero: written as soon as the writer is free.
+    public let cancellableDelayNanos: UInt64
     private let state = Mutex(State())
     private let wake = DispatchSemaphore(value: 0)
 
-    public init(store: Store, maxBatch: Int = 4096) {
+    public init(store: Store, maxBatch: Int = 4096, cancellableDelay: Duration = .zero) {
         self.store = store
         self.maxBatch = maxBatch
+        let (seconds, attos) = cancellableDelay.components
+        self.cancellableDelayNanos = UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attos) / 1_000_000_000)
         let thread = Thread { [self] in self.run() }
         thread.name = "ccs-store-writer"
         thread.start()
@@ -43,13 +53,12 @@ public final class GroupCommitter: Sendable {
         state.withLock { ($0.batches, $0.committedOps) }
     }
 
-    public func submit(_ ops: [StoreOp], completion: Completion? = nil) {
-        let accepted = state.withLock { s -> Bool in
-            if s.stopped { return false }
-            s.items.append(.write(ops, completion))
-            return true
-        }
-        if accepted { wake.signal() } else { completion?(StoreStopped()) }
+    /// Queues `ops` for the next transaction. With a `ticket`, the write can still be called off
+    /// (`WriteTicket.cancel()`) until the writer takes it; a cancelled write is never applied and its
+    /// completion never runs.
+    public func submit(_ ops: [StoreOp], ticket: WriteTicket? = nil, completion: Completion? = nil) {
+        let at = ticket == nil ? 0 : DispatchTime.now().uptimeNanoseconds
+        enqueue(.write(ops, completion, ticket, at: at), orElse: { completion?(StoreStopped()) })
     }
 
     public func submit(_ op: StoreOp, completion: Completion? = nil) {
@@ -58,51 +67,74 @@ public final class GroupCommitter: Sendable {
 
     /// Runs `body` on the writer thread once every write submitted before it is committed.
     public func afterPendingWrites(_ body: @escaping @Sendable () -> Void) {
-        let accepted = state.withLock { s -> Bool in
-            if s.stopped { return false }
-            s.items.append(.read(body))
-            return true
-        }
-        if accepted { wake.signal() } else { body() }
+        enqueue(.read(body), orElse: body)
     }
 
     /// Commits everything submitted so far, then stops accepting work.
     public func shutdown() async {
         await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
-            let accepted = state.withLock { s -> Bool in
-                if s.stopped { return false }
-                s.items.append(.stop({ cont.resume() }))
-                s.stopped = true
-                return true
-            }
-            if accepted { wake.signal() } else { cont.resume() }
+            enqueue(.stop({ cont.resume() }), orElse: { cont.resume() }, stopping: true)
         }
     }
 
+    private func enqueue(_ item: Item, orElse refused: () -> Void, stopping: Bool = false) {
+        let (accepted, signal) = state.withLock { s -> (Bool, Bool) in
+            if s.stopped { return (false, false) }
+            s.items.append(item)
+            if stopping { s.stopped = true }
+            let signal = s.writerIdle
+            s.writerIdle = false
+            return (true, signal)
+        }
+        if signal { wake.signal() }
+        if !accepted { refused() }
+    }
+
     private func run() {
+        var queue: [Item] = []          // taken from `state`, not yet handled, in submission order
+        var deadline: UInt64? = nil     // when the first delayed cancellable write is due
+        var batch: [StoreOp] = []
+        var completions: [Completion?] = []
+        func flush() {
+            if completions.isEmpty { return }
+            var failure: Error?
+            do { try store.apply(batch) } catch { failure = error }
+            let n = batch.count
+            state.withLock { $0.batches += 1; $0.committedOps += n }
+            for c in completions { c?(failure) }
+            batch.removeAll(keepingCapacity: true)
+            completions.removeAll(keepingCapacity: true)
+        }
         while true {
-            wake.wait()
-            let items = state.withLock { s -> [Item] in
-                let taken = s.items
+            if let due = deadline {
+                let now = DispatchTime.now().uptimeNanoseconds
+                if due > now { _ = wake.wait(timeout: DispatchTime(uptimeNanoseconds: due)) }
+            } else {
+                let mustWait = state.withLock { s -> Bool in
+                    if !s.items.isEmpty { return false }
+                    s.writerIdle = true
+                    return true
+                }
+                if mustWait { wake.wait() }
+            }
+            state.withLock { s in
+                queue.append(contentsOf: s.items)
                 s.items.removeAll(keepingCapacity: true)
-                return taken
             }
-            if items.isEmpty { continue }
-            var batch: [StoreOp] = []
-            var completions: [Completion?] = []
-            func flush() {
-                if completions.isEmpty { return }
-                var failure: Error?
-                do { try store.apply(batch) } catch { failure = error }
-                let n = batch.count
-                state.withLock { $0.batches += 1; $0.committedOps += n }
-                for c in completions { c?(failure) }
-                batch.removeAll(keepingCapacity: true)
-                completions.removeAll(keepingCapacity: true)
-            }
-            for item in items {
+            deadline = nil
+            let now = DispatchTime.now().uptimeNanoseconds
+            var handled = 0
+            for item in queue {
                 switch item {
-                case .write(let ops, let completion):
+                case .write(let ops, let completion, let ticket, let at):
+                    if let ticket {
+                        if ticket.isCancelled { handled += 1; continue }
+                        if at &+ cancellableDelayNanos > now {
+                            deadline = at &+ cancellableDelayNanos  // not yet: it may still be called off
+                            break
+                        }
+                        if !ticket.take() { handled += 1; continue } // called off just now
+                    }
                     if batch.count + ops.count > maxBatch { flush() }
                     batch.append(contentsOf: ops)
                     completions.append(completion)
@@ -114,9 +146,38 @@ public final class GroupCommitter: Sendable {
                     done()
                     return
                 }
+                if deadline != nil { break }
+                handled += 1
             }
             flush()
+            queue.removeFirst(handled)
         }
+    }
+}
+
+/// A handle on one submitted write that may be called off until the writer takes it. The engine uses
+/// it for a message handed to an online device at once: if the device confirms it before the write
+/// is taken, the message never needs to touch the disk (it is delivered; nothing is left to lose).
+public final class WriteTicket: Sendable {
+    private static let pending: UInt8 = 0, taken: UInt8 = 1, cancelled: UInt8 = 2
+    private let state = Atomic<UInt8>(WriteTicket.pending)
+
+    public init() {}
+
+    /// True when the write was called off in time: it will never be applied and its completion will
+    /// never run. False when the writer has already taken it (it is, or is being, committed).
+    public func cancel() -> Bool {
+        state.compareExchange(expected: Self.pending, desired: Self.cancelled, ordering: .acquiringAndReleasing).exchanged
+    }
+
+    var isCancelled: Bool { state.load(ordering: .acquiring) == Self.cancelled }
+
+    /// Neither taken by the writer nor cancelled: the write has not reached the store (yet).
+    public var isPending: Bool { state.load(ordering: .acquiring) == Self.pending }
+
+    /// The writer's side: true if the write is still wanted (and now can no longer be cancelled).
+    func take() -> Bool {
+        state.compareExchange(expected: Self.pending, desired: Self.taken, ordering: .acquiringAndReleasing).exchanged
     }
 }
 

@@ -68,14 +68,14 @@ public struct AdminAPI: Sendable {
         }
         v1.post("devices") { request, context in try await self.registerDevice(request, context) }
         v1.get("devices") { _, _ in
-            let counts = (try? self.engine.store.queueCounts()) ?? [:]
+            let counts = (try? self.engine.queueCounts()) ?? [:]
             let devices = self.engine.allDevices().map { self.deviceJSON($0, queued: counts[$0.token] ?? 0, secrets: false) }
             return JSONResponse.make(.object(["devices": .array(devices)]))
         }
         v1.get("devices/:token") { _, context in
             let token = try context.parameters.require("token")
             guard let device = self.engine.device(token: token) else { throw APIError.notFound("no device with token \(token)") }
-            let queue = (try? self.engine.store.queuedMessages(token: token)) ?? []
+            let queue = (try? self.engine.queuedMessages(token: token)) ?? []
             var json = self.deviceJSON(device, queued: queue.count, secrets: true)
             if case .object(var fields) = json {
                 fields["queue"] = .array(queue.map(Self.queuedJSON))

@@ -81,6 +81,8 @@ struct Serve: AsyncParsableCommand {
     var readyFile: String?
     @Option(help: "full: every commit is fsynced; normal: commits survive a crash of the process, not of the machine.")
     var durability: Store.Durability = .full
+    @Option(help: "Milliseconds a message handed to an online device waits for the device's confirmation before it is written; confirmed in time, it is never written. 0: written as soon as the store is free.")
+    var liveWriteDelay = 20
     @Option(help: "wall, or virtual: time moves only through POST /emulator/v1/clock/advance.")
     var clock: ClockKind = .wall
     @Option(help: "Unanswered downstream messages per app-server connection (the CCS window).")
@@ -108,6 +110,7 @@ struct Serve: AsyncParsableCommand {
         if maxPending < 1 || maxUnacked < 1 || maxConnections < 1 {
             throw ValidationError("--max-pending, --max-unacked and --max-connections must be at least 1")
         }
+        if !(0...1000).contains(liveWriteDelay) { throw ValidationError("--live-write-delay must be 0...1000") }
         if ackTimeout <= 0 { throw ValidationError("--ack-timeout must be positive") }
         if drainGrace < 0 || authTimeout < 1 { throw ValidationError("--drain-grace ≥ 0 and --auth-timeout ≥ 1") }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
@@ -126,6 +129,7 @@ struct Serve: AsyncParsableCommand {
         c.tlsCertificatePath = tlsCert
         c.tlsKeyPath = tlsKey
         c.durability = durability
+        c.liveWriteDelayMillis = liveWriteDelay
         c.clock = clock
         c.xmpp.maxPendingDownstream = maxPending
         c.maxUnackedOutbound = maxUnacked

@@ -2,6 +2,7 @@ import CCSEngine
 import CCSProtocol
 import CCSStore
 import Foundation
+import Synchronization
 import Testing
 
 @Suite struct DownstreamTests {
@@ -63,6 +64,41 @@ import Testing
         h.engine.deviceDisconnected(token: d.token, link: first)
         let second = await h.connect(d.token)
         #expect(second.ids == first.ids)
+    }
+
+    @Test func aMessageTheDeviceConfirmsBeforeItIsWrittenIsAckedAndNeverStored() async throws {
+        let h = try Harness(liveWriteDelay: .seconds(30))
+        let d = try await h.register()
+        let device = await h.connect(d.token)
+        let before = h.engine.committer.statistics.ops
+        let outcome = Mutex<DownstreamOutcome?>(nil)
+        h.engine.downstream(data("m1", to: d.token), senderID: "111") { o in outcome.withLock { $0 = o } }
+        // Handed over at once, before any commit; no ACK yet.
+        #expect(device.ids.count == 1)
+        #expect(outcome.withLock { $0 } == nil)
+        h.engine.deviceAcknowledged(token: d.token, deviceMessageID: device.ids[0])
+        #expect(outcome.withLock { $0 } == .ack(from: d.token))
+        await h.settle()
+        #expect(try h.queue(d.token).isEmpty)
+        #expect(h.engine.committer.statistics.ops == before)
+    }
+
+    @Test func aMessageHandedOverButNotConfirmedIsStoredAndRedelivered() async throws {
+        let h = try Harness(liveWriteDelay: .milliseconds(100))
+        let d = try await h.register()
+        let first = await h.connect(d.token)
+        let sent = Task { await h.send(data("m1", to: d.token)) }
+        while first.ids.isEmpty { await Task.yield() }
+        h.engine.deviceDisconnected(token: d.token, link: first)
+        // The ACK follows the commit, as for any stored message.
+        #expect(await sent.value == .ack(from: d.token))
+        #expect(try h.queue(d.token).map(\.deviceMessageID) == first.ids)
+        let second = await h.connect(d.token)
+        #expect(second.ids == first.ids)
+        // A confirmation now removes the stored copy.
+        h.engine.deviceAcknowledged(token: d.token, deviceMessageID: second.ids[0])
+        await h.settle()
+        #expect(try h.queue(d.token).isEmpty)
     }
 
     @Test func dryRunIsAckedButNeitherStoredNorDelivered() async throws {

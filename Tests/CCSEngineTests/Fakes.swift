@@ -33,10 +33,11 @@ struct Harness {
     let engine: Engine
     let clock: VirtualClock
 
-    init(configuration: Engine.Configuration = .init(), path: String? = nil) throws {
+    init(configuration: Engine.Configuration = .init(), path: String? = nil, liveWriteDelay: Duration = .zero) throws {
         let dbPath = try path ?? Self.temporaryDatabasePath()
         clock = VirtualClock(startMillis: 1_700_000_000_000)
-        engine = try Engine(committer: GroupCommitter(store: try Store(path: dbPath, durability: .normal)),
+        engine = try Engine(committer: GroupCommitter(store: try Store(path: dbPath, durability: .normal),
+                                                           cancellableDelay: liveWriteDelay),
                             clock: clock, configuration: configuration)
     }
 

@@ -152,6 +152,45 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         await committer.shutdown()
     }
 
+    @Test func aCancelledWriteIsNeverAppliedAndItsCompletionNeverRuns() async throws {
+        let committer = GroupCommitter(store: try temporaryStore(), cancellableDelay: .seconds(30))
+        let ticket = WriteTicket()
+        let ran = Atomic<Bool>(false)
+        committer.submit([.enqueue(message("t", "early"), limits: nil)], ticket: ticket) { _ in
+            ran.store(true, ordering: .relaxed)
+        }
+        #expect(ticket.cancel())
+        #expect(!ticket.cancel())
+        // A write behind the cancelled one is not held back by its delay.
+        await withCheckedContinuation { cont in
+            committer.submit(.enqueue(message("t", "later"), limits: nil)) { _ in cont.resume() }
+        }
+        #expect(try committer.store.queuedMessages(token: "t").map(\.deviceMessageID) == ["later"])
+        await committer.shutdown()
+        let completionRan = ran.load(ordering: .relaxed)
+        #expect(!completionRan)
+    }
+
+    @Test func aDelayedWriteKeepsItsPlaceAndIsCommittedWhenNotCancelled() async throws {
+        let committer = GroupCommitter(store: try temporaryStore(), cancellableDelay: .milliseconds(50))
+        let ticket = WriteTicket()
+        let order = Mutex<[String]>([])
+        committer.submit([.enqueue(message("t", "first"), limits: nil)], ticket: ticket) { error in
+            #expect(error == nil)
+            order.withLock { $0.append("first") }
+        }
+        await withCheckedContinuation { cont in
+            committer.submit(.enqueue(message("t", "second"), limits: nil)) { _ in
+                order.withLock { $0.append("second") }
+                cont.resume()
+            }
+        }
+        #expect(order.withLock { $0 } == ["first", "second"])
+        #expect(!ticket.cancel()) // taken: too late to call off
+        #expect(try committer.store.queuedMessages(token: "t").map(\.deviceMessageID) == ["first", "second"])
+        await committer.shutdown()
+    }
+
     @Test func shutdownCommitsWhatWasSubmittedAndRefusesMore() async throws {
         let committer = GroupCommitter(store: try temporaryStore())
         for i in 0..<10 { committer.submit(.enqueue(message("t", "m\(i)"), limits: nil)) }
