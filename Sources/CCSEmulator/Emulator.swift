@@ -132,14 +132,15 @@ public final class Emulator: Sendable {
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, config.eventLoopThreads))
         var channels: [any Channel] = []
+        let mailboxes = LoopMailboxes(group: group)
         do {
             let ccs = try await XMPPListener.bind(group: group, host: config.bindHost, port: config.ccsPort, tls: tls,
                                                   role: .appServer, engine: engine, configuration: config.xmpp,
-                                                  logger: logger)
+                                                  logger: logger, mailboxes: mailboxes)
             channels.append(ccs)
             let device = try await XMPPListener.bind(group: group, host: config.bindHost, port: config.devicePort,
                                                      tls: tls, role: .device, engine: engine,
-                                                     configuration: config.xmpp, logger: logger)
+                                                     configuration: config.xmpp, logger: logger, mailboxes: mailboxes)
             channels.append(device)
 
             let ports = Mutex(EmulatorInfo(ccsPort: ccs.localAddress?.port ?? 0,

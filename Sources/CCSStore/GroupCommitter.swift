@@ -27,6 +27,8 @@ public final class GroupCommitter: Sendable {
         var writerIdle = false
         var batches = 0
         var committedOps = 0
+        var ticketedCommitted = 0
+        var ticketedCalledOff = 0
     }
 
     public let store: Store
@@ -48,9 +50,21 @@ public final class GroupCommitter: Sendable {
         thread.start()
     }
 
-    /// Figures for metrics: transactions committed and ops in them.
-    public var statistics: (batches: Int, ops: Int) {
-        state.withLock { ($0.batches, $0.committedOps) }
+    public struct Statistics: Sendable, Equatable {
+        /// Transactions committed, and the ops in them.
+        public var batches: Int
+        public var ops: Int
+        /// Cancellable writes that were committed / called off before the writer took them.
+        public var cancellableCommitted: Int
+        public var cancellableCalledOff: Int
+    }
+
+    /// Figures for metrics and the admin API.
+    public var statistics: Statistics {
+        state.withLock {
+            Statistics(batches: $0.batches, ops: $0.committedOps, cancellableCommitted: $0.ticketedCommitted,
+                       cancellableCalledOff: $0.ticketedCalledOff)
+        }
     }
 
     /// Queues `ops` for the next transaction. With a `ticket`, the write can still be called off
@@ -95,12 +109,20 @@ public final class GroupCommitter: Sendable {
         var deadline: UInt64? = nil     // when the first delayed cancellable write is due
         var batch: [StoreOp] = []
         var completions: [Completion?] = []
+        var ticketed = 0, calledOff = 0
         func flush() {
-            if completions.isEmpty { return }
+            if completions.isEmpty {
+                if calledOff > 0 { let c = calledOff; state.withLock { $0.ticketedCalledOff += c }; calledOff = 0 }
+                return
+            }
             var failure: Error?
             do { try store.apply(batch) } catch { failure = error }
             let n = batch.count
-            state.withLock { $0.batches += 1; $0.committedOps += n }
+            state.withLock {
+                $0.batches += 1; $0.committedOps += n
+                $0.ticketedCommitted += ticketed; $0.ticketedCalledOff += calledOff
+            }
+            ticketed = 0; calledOff = 0
             for c in completions { c?(failure) }
             batch.removeAll(keepingCapacity: true)
             completions.removeAll(keepingCapacity: true)
@@ -128,12 +150,13 @@ public final class GroupCommitter: Sendable {
                 switch item {
                 case .write(let ops, let completion, let ticket, let at):
                     if let ticket {
-                        if ticket.isCancelled { handled += 1; continue }
+                        if ticket.isCancelled { handled += 1; calledOff += 1; continue }
                         if at &+ cancellableDelayNanos > now {
                             deadline = at &+ cancellableDelayNanos  // not yet: it may still be called off
                             break
                         }
-                        if !ticket.take() { handled += 1; continue } // called off just now
+                        if !ticket.take() { handled += 1; calledOff += 1; continue } // called off just now
+                        ticketed += 1
                     }
                     if batch.count + ops.count > maxBatch { flush() }
                     batch.append(contentsOf: ops)

@@ -107,7 +107,13 @@ public struct AdminAPI: Sendable {
 
     private func infoResponse() -> Response {
         let i = info()
+        let st = engine.committer.statistics
         return JSONResponse.make(.object([
+            "store": .object([
+                "transactions": .int(Int64(st.batches)), "ops": .int(Int64(st.ops)),
+                "live_writes_committed": .int(Int64(st.cancellableCommitted)),
+                "live_writes_called_off": .int(Int64(st.cancellableCalledOff)),
+            ]),
             "ccs_port": .int(Int64(i.ccsPort)), "device_port": .int(Int64(i.devicePort)),
             "http_port": .int(Int64(i.httpPort)), "ca_cert": .string(i.caCertPath),
             "data_dir": .string(i.dataDir), "auth": .string(engine.configuration.authMode.rawValue),

@@ -47,10 +47,10 @@ extension XMPPConnectionHandler {
         }
         link.pending.add(1, ordering: .relaxed)
         let bound = link.handler
-        let loop = link.eventLoop
+        let mailbox = link.mailbox
         let messageID = message.messageID
         engine.downstream(message, senderID: sender) { outcome in
-            loop.execute {
+            mailbox.post {
                 let handler = bound.value
                 handler.link?.pending.subtract(1, ordering: .relaxed)
                 switch outcome {

@@ -31,15 +31,19 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     var authTimeout: Scheduled<Void>?
     var drainClose: Scheduled<Void>?
     var closing = false
-    var flushScheduled = false
+    /// Written since the last flush, and registered with the mailbox for one.
+    var flushPending = false
+    let mailbox: LoopMailbox
     var remoteAddress = "?"
     /// The session is registered with the engine (once, even if a client binds twice).
     var registered = false
     /// App server: the sender ID. Device: the token.
     var principal: String?
 
-    init(role: ConnectionRole, engine: Engine, configuration: XMPPServerConfiguration, logger: Logger) {
+    init(role: ConnectionRole, engine: Engine, configuration: XMPPServerConfiguration, logger: Logger,
+         mailbox: LoopMailbox) {
         self.role = role
+        self.mailbox = mailbox
         self.engine = engine
         self.configuration = configuration
         self.logger = logger
@@ -52,7 +56,7 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        link = ConnectionLink(handler: NIOLoopBound(self, eventLoop: context.eventLoop), eventLoop: context.eventLoop)
+        link = ConnectionLink(handler: NIOLoopBound(self, eventLoop: context.eventLoop), mailbox: mailbox)
         remoteAddress = context.channel.remoteAddress?.description ?? "?"
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         authTimeout = context.eventLoop.scheduleTask(in: configuration.authenticationTimeout) {
@@ -209,19 +213,12 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         context.write(wrapOutboundOut(buffer), promise: nil)
     }
 
-    /// For writes that do not come from a read (engine completions): one flush per event-loop turn.
+    /// For writes that do not come from a read (engine completions): flushed once the mailbox's batch
+    /// (or this event-loop turn) is done, together with everything else written meanwhile.
     func writeAndScheduleFlush(_ text: String) {
-        guard let context, !closing else { return }
+        guard context != nil, !closing else { return }
         write(text)
-        if !flushScheduled {
-            flushScheduled = true
-            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-            context.eventLoop.execute {
-                let handler = bound.value
-                handler.flushScheduled = false
-                handler.context?.flush()
-            }
-        }
+        mailbox.needsFlush(self)
     }
 
     func close() {
@@ -241,15 +238,15 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 final class ConnectionLink: AppServerLink, DeviceLink {
     let id: String
     let handler: NIOLoopBound<XMPPConnectionHandler>
-    let eventLoop: any EventLoop
+    let mailbox: LoopMailbox
     let pending = Atomic<Int>(0)
     let draining = Atomic<Bool>(false)
 
-    init(handler: NIOLoopBound<XMPPConnectionHandler>, eventLoop: any EventLoop) {
+    init(handler: NIOLoopBound<XMPPConnectionHandler>, mailbox: LoopMailbox) {
         var g = SystemRandomNumberGenerator()
         self.id = String(g.next() as UInt64, radix: 16)
         self.handler = handler
-        self.eventLoop = eventLoop
+        self.mailbox = mailbox
     }
 
     var pendingCount: Int { pending.load(ordering: .relaxed) }
@@ -257,27 +254,27 @@ final class ConnectionLink: AppServerLink, DeviceLink {
 
     func drain() {
         let handler = self.handler
-        eventLoop.execute { handler.value.startDraining() }
+        mailbox.post { handler.value.startDraining() }
     }
 
     func deliver(_ messages: [DeviceDelivery]) {
         let handler = self.handler
-        eventLoop.execute { handler.value.deliverToDevice(messages) }
+        mailbox.post { handler.value.deliverToDevice(messages) }
     }
 
     func answerUpstream(_ json: String) {
         let handler = self.handler
-        eventLoop.execute { handler.value.writeAndScheduleFlush(XMPPConnectionHandler.gcmMessage(json)) }
+        mailbox.post { handler.value.writeAndScheduleFlush(XMPPConnectionHandler.gcmMessage(json)) }
     }
 
     func sendOutbound(_ messages: [OutboundMessage]) {
         let handler = self.handler
-        eventLoop.execute { handler.value.sendToAppServer(messages) }
+        mailbox.post { handler.value.sendToAppServer(messages) }
     }
 
     func close() {
         let handler = self.handler
-        eventLoop.execute {
+        mailbox.post {
             let h = handler.value
             h.perform(h.negotiation.serverClosing())
         }
