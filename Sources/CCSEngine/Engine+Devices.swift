@@ -110,17 +110,17 @@ extension Engine {
     /// The messages the device's state admits now become in-flight on its connection; the rest wait.
     /// A notification for an app in the background goes to the system's tray, not to the app.
     func take(_ messages: [QueuedMessage], token: String, early: EarlyDelivery? = nil, _ s: inout State) -> [Send] {
-        guard var online = s.online[token] else { return [] }
+        // The in-flight map is changed in place: a copy of `OnlineDevice` would copy it whole.
+        guard let link = s.online[token]?.link else { return [] }
         let deviceState = s.deviceStates[token] ?? DeviceState()
         let platform = s.devices[token]?.platform
         var deliveries: [DeviceDelivery] = []
         for m in messages where deviceState.admits(m, platform: platform) {
             let d = DeviceDelivery(message: m, toTray: m.kind == "message" && m.isNotification && !deviceState.foreground)
-            online.inFlight[m.deviceMessageID] = InFlightDownstream(message: m, toTray: d.toTray, early: early)
+            s.online[token]?.inFlight[m.deviceMessageID] = InFlightDownstream(message: m, toTray: d.toTray, early: early)
             deliveries.append(d)
         }
-        s.online[token] = online
-        return deliveries.isEmpty ? [] : [.device(online.link, deliveries)]
+        return deliveries.isEmpty ? [] : [.device(link, deliveries)]
     }
 
     /// Messages handed over live whose write is still waiting (the store does not hold them yet).
@@ -163,14 +163,11 @@ extension Engine {
     /// to the sender; a notification for a backgrounded app lands in the tray.
     public func deviceAcknowledged(token: String, deviceMessageID: String) {
         let now = clock.nowMillis()
-        let found: (InFlightDownstream, DeviceRecord?)? = state.withLock { s in
-            guard var online = s.online[token], let entry = online.inFlight.removeValue(forKey: deviceMessageID) else {
-                return nil
-            }
-            s.online[token] = online
-            return (entry, s.devices[token])
+        let found: (InFlightDownstream, String?)? = state.withLock { s in
+            guard let entry = s.online[token]?.inFlight.removeValue(forKey: deviceMessageID) else { return nil }
+            return (entry, entry.message.deliveryReceiptRequested ? s.devices[token]?.app : nil)
         }
-        guard let (entry, device) = found else { return }
+        guard let (entry, app) = found else { return }
         let m = entry.message
         var ops: [StoreOp] = []
         if !entry.toTray, let early = entry.early, early.ticket.cancel() {
@@ -186,7 +183,7 @@ extension Engine {
         }
         var receipt: OutboundRecord?
         if m.deliveryReceiptRequested {
-            let json = OutgoingJSON.receipt(category: device?.app, originalMessageID: m.appMessageID,
+            let json = OutgoingJSON.receipt(category: app, originalMessageID: m.appMessageID,
                                             deviceRegistrationID: token, sentTimestampMillis: m.enqueuedAt)
             let r = OutboundRecord(senderID: m.senderID, kind: "receipt",
                                    messageID: DeliveryReceipt.messageIDPrefix + m.appMessageID, token: token,

@@ -286,20 +286,20 @@ public final class Engine: Sendable {
             let id = DeviceMessageID.make(micros: nextMicros(&s), senderHash: DeviceMessageID.senderHash(senderID))
             let deviceState = s.deviceStates[to] ?? DeviceState()
             let takesNow = s.online[to]?.loaded == true
-            return .found(device, id, deviceState, takesNow)
+            return .found(app: device.app, platform: device.platform, id, deviceState, takesNow)
         }
-        let device: DeviceRecord, deviceMessageID: String, deviceState: DeviceState, online: Bool
+        let app: String, platform: String, deviceMessageID: String, deviceState: DeviceState, online: Bool
         switch lookup {
         case .nack(let nack): completion(.nack(nack)); return
-        case .found(let d, let id, let st, let o): (device, deviceMessageID, deviceState, online) = (d, id, st, o)
+        case .found(let a, let p, let id, let st, let o): (app, platform, deviceMessageID, deviceState, online) = (a, p, id, st, o)
         }
         if message.dryRun {
             completion(.ack(from: to))
             return
         }
-        let queued = Self.queuedMessage(message, device: device, senderID: senderID,
+        let queued = Self.queuedMessage(message, token: to, app: app, senderID: senderID,
                                         deviceMessageID: deviceMessageID, now: now)
-        let deliverableNow = online && deviceState.admits(queued, platform: device.platform)
+        let deliverableNow = online && deviceState.admits(queued, platform: platform)
         if message.timeToLive == 0 && !deliverableNow {
             // "Now or never": the device cannot take it now, so it is dropped, never stored.
             completion(.ack(from: to))
@@ -349,7 +349,7 @@ public final class Engine: Sendable {
 
     private enum Lookup {
         case nack(Nack)
-        case found(DeviceRecord, String, DeviceState, Bool)
+        case found(app: String, platform: String, String, DeviceState, Bool)
     }
 
     func nextMicros(_ s: inout State) -> Int64 {
@@ -358,32 +358,32 @@ public final class Engine: Sendable {
         return micros
     }
 
-    static func queuedMessage(_ m: DownstreamMessage, device: DeviceRecord, senderID: String,
+    static func queuedMessage(_ m: DownstreamMessage, token: String, app: String, senderID: String,
                               deviceMessageID: String, now: Int64) -> QueuedMessage {
         let isNotification = m.notification != nil
         let priority = m.effectivePriority
-        var payload: [String: JSONValue] = [
-            "from": .string(senderID),
-            "message_id": .string(deviceMessageID),
-            "priority": .string(priority.rawValue),
-            "original_priority": .string(priority.rawValue),
-            "sent_time": .int(now),
-            "ttl": .int(Int64(m.timeToLive)),
-        ]
         // Notification messages are always collapsible: without a key, the app's package is the key.
-        let collapseKey = m.collapseKey ?? (isNotification ? device.app : nil)
-        if let ck = m.collapseKey { payload["collapse_key"] = .string(ck) }
-        if let data = m.data { payload["data"] = .object(data.mapValues { .string($0) }) }
-        if let n = m.notification { payload["notification"] = n }
-        if let ca = m.contentAvailable { payload["content_available"] = .bool(ca) }
-        if let mc = m.mutableContent { payload["mutable_content"] = .bool(mc) }
-        return QueuedMessage(token: device.token, deviceMessageID: deviceMessageID, senderID: senderID,
+        let collapseKey = m.collapseKey ?? (isNotification ? app : nil)
+        // Keys in sorted order, as JSONValue.encoded() would write them.
+        var payload = JSONObjectWriter()
+        if let ck = m.collapseKey { payload.add("collapse_key", ck) }
+        if let ca = m.contentAvailable { payload.add("content_available", ca) }
+        if let data = m.data { payload.add("data", stringMap: data) }
+        payload.add("from", senderID)
+        payload.add("message_id", deviceMessageID)
+        if let mc = m.mutableContent { payload.add("mutable_content", mc) }
+        if let n = m.notification { payload.add("notification", json: n) }
+        payload.add("original_priority", priority.rawValue)
+        payload.add("priority", priority.rawValue)
+        payload.add("sent_time", now)
+        payload.add("ttl", Int64(m.timeToLive))
+        return QueuedMessage(token: token, deviceMessageID: deviceMessageID, senderID: senderID,
                              appMessageID: m.messageID, collapseKey: collapseKey, priority: priority.rawValue,
                              timeToLive: m.timeToLive, enqueuedAt: now,
                              expiresAt: now + Int64(m.timeToLive) * 1000,
                              deliveryReceiptRequested: m.deliveryReceiptRequested,
                              delayWhileIdle: m.delayWhileIdle, isNotification: isNotification,
-                             payload: JSONValue.object(payload).encoded())
+                             payload: payload.finished())
     }
 
     func deletedMessagesNotice(token: String, senderID: String, now: Int64) -> QueuedMessage {

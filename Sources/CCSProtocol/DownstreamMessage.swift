@@ -289,11 +289,12 @@ extension DownstreamMessage {
         if let dataObject {
             var strings: [String: String] = [:]
             strings.reserveCapacity(dataObject.count)
-            // Sorted so that the reported key is the same on every run.
-            for key in JSONEncoding.sortedKeys(dataObject) {
-                if isReservedDataKey(key) { throw .invalidDataKey(key) }
-                strings[key] = stringified(dataObject[key]!)
+            var reserved: [String] = []
+            for (key, value) in dataObject {
+                if isReservedDataKey(key) { reserved.append(key) } else { strings[key] = stringified(value) }
             }
+            // The smallest reserved key, so that the reported key is the same on every run.
+            if let key = reserved.min(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) { throw .invalidDataKey(key) }
             data = strings
         }
         let notification = notificationObject.map(JSONValue.object)

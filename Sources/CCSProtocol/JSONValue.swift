@@ -202,7 +202,8 @@ struct JSONParser {
     private mutating func parseObject() throws(JSONParseError) -> JSONValue {
         try enter()
         index += 1  // {
-        var object: [String: JSONValue] = [:]
+        // Sized for a typical stanza's object at once, instead of growing 1 → 2 → 4 → 8.
+        var object = [String: JSONValue](minimumCapacity: 8)
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
@@ -436,6 +437,12 @@ enum JSONEncoding {
 
     static func appendString(_ string: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        // Fast path: nothing to escape (ids, tokens, most values) is one copy.
+        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            out.append(contentsOf: string.utf8)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "\""))
@@ -471,8 +478,8 @@ public struct JSONObjectWriter: Sendable {
     private var bytes: [UInt8] = [UInt8(ascii: "{")]
     private var isEmpty = true
 
-    public init() {
-        bytes.reserveCapacity(128)
+    public init(capacity: Int = 256) {
+        bytes.reserveCapacity(capacity)
     }
 
     private mutating func key(_ key: String) {
@@ -527,6 +534,12 @@ public struct JSONObjectWriter: Sendable {
     public mutating func add(_ key: String, rawJSON: String) {
         self.key(key)
         bytes.append(contentsOf: rawJSON.utf8)
+    }
+
+    /// The finished object's text, without copying the bytes first.
+    public consuming func finished() -> String {
+        bytes.append(UInt8(ascii: "}"))
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// The finished object's text.

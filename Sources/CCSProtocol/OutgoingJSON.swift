@@ -9,7 +9,7 @@ public enum OutgoingJSON {
         writer.add("message_id", messageID)
         writer.add("message_type", "ack")
         if let registrationID { writer.add("registration_id", registrationID) }
-        return writer.text
+        return writer.finished()
     }
 
     /// The ACK for a message sent to a device group:

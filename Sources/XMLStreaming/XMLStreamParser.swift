@@ -142,14 +142,23 @@ public final class XMLStreamParser {
     // MARK: Public API
 
     public func feed(_ bytes: UnsafeRawBufferPointer) throws(XMLStreamError) -> [XMLStreamEvent] {
+        var result: [XMLStreamEvent] = []
+        try feed(bytes, into: &result)
+        return result
+    }
+
+    /// Like `feed(_:)`, but the events replace the contents of `out`, whose storage is reused: a
+    /// caller that keeps one array allocates nothing per call for the event list.
+    public func feed(_ bytes: UnsafeRawBufferPointer, into out: inout [XMLStreamEvent]) throws(XMLStreamError) {
+        out.removeAll(keepingCapacity: true)
         if let failure { throw failure }
-        if let error = process(bytes) {
-            events.removeAll()
+        swap(&out, &events)  // events: the caller's empty storage; out: ours (empty)
+        let error = process(bytes)
+        swap(&out, &events)  // out: the events; events: empty again
+        if let error {
+            out.removeAll(keepingCapacity: true)
             throw error
         }
-        var result: [XMLStreamEvent] = []
-        swap(&result, &events)
-        return result
     }
 
     public func feed(_ bytes: [UInt8]) throws(XMLStreamError) -> [XMLStreamEvent] {

@@ -34,6 +34,8 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     /// Written since the last flush, and registered with the mailbox for one.
     var flushPending = false
     let mailbox: LoopMailbox
+    /// Reused storage for the parser's event list.
+    var eventStorage: [XMLStreamEvent] = []
     var remoteAddress = "?"
     /// The session is registered with the engine (once, even if a client binds twice).
     var registered = false
@@ -86,8 +88,16 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !closing else { return }
         let buffer = unwrapInboundIn(data)
+        // The event list's storage is kept between reads (taken out while in use: handling an event
+        // may read again only through a later channelRead, never re-entrantly, but stay safe).
+        var events = eventStorage
+        eventStorage = []
+        defer {
+            events.removeAll(keepingCapacity: true)
+            eventStorage = events
+        }
         do {
-            var events = try buffer.withUnsafeReadableBytes { try parser.feed($0) }
+            try buffer.withUnsafeReadableBytes { try parser.feed($0, into: &events) }
             while true {
                 for event in events {
                     handle(event)
@@ -95,7 +105,7 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
                 }
                 guard parser.isPaused, negotiation.phase == .awaitingRestart else { break }
                 parser.reset()
-                events = try parser.feed([UInt8]())
+                try parser.feed(UnsafeRawBufferPointer(start: nil, count: 0), into: &events)
             }
         } catch let error as XMLStreamError {
             perform(negotiation.parseFailed(error))
