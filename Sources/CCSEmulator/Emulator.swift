@@ -64,8 +64,10 @@ public final class Emulator: Sendable {
         self.engine = engine
         self.http = http
         // Expiry and ACK timeouts: once a second on the wall clock (the virtual clock also ticks on advance).
+        let trimmer = MemoryTrimmer()
         self.ticker = group.next().scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { _ in
             engine.tick()
+            trimmer.tick()
         }
         self.info = info
         self.group = group
@@ -147,7 +149,9 @@ public final class Emulator: Sendable {
                                            devicePort: device.localAddress?.port ?? 0, httpPort: 0,
                                            caCertPath: caPath, caCertPEM: caPEM, dataDir: dataDir))
             let router = Router()
-            AdminAPI(engine: engine, info: { ports.withLock { $0 } }).addRoutes(to: router)
+            AdminAPI(engine: engine, info: { ports.withLock { $0 } }, connectionStatistics: {
+                ["idle_parsers_released": XMPPListener.idleParsersReleased]
+            }).addRoutes(to: router)
             let (portStream, portContinuation) = AsyncStream.makeStream(of: Int.self)
             var httpLogger = logger
             httpLogger.logLevel = max(logger.logLevel, .notice)

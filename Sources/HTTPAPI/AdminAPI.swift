@@ -53,7 +53,12 @@ public struct AdminAPI: Sendable {
     let engine: Engine
     let info: @Sendable () -> EmulatorInfo
 
-    public init(engine: Engine, info: @escaping @Sendable () -> EmulatorInfo) {
+    /// Connection-layer figures for `GET /emulator/v1/info` (`"connections"`).
+    let connectionStatistics: @Sendable () -> [String: Int]
+
+    public init(engine: Engine, info: @escaping @Sendable () -> EmulatorInfo,
+                connectionStatistics: @escaping @Sendable () -> [String: Int] = { [:] }) {
+        self.connectionStatistics = connectionStatistics
         self.engine = engine
         self.info = info
     }
@@ -109,6 +114,7 @@ public struct AdminAPI: Sendable {
         let i = info()
         let st = engine.committer.statistics
         return JSONResponse.make(.object([
+            "connections": .object(connectionStatistics().mapValues { .int(Int64($0)) }),
             "store": .object([
                 "transactions": .int(Int64(st.batches)), "ops": .int(Int64(st.ops)),
                 "live_writes_committed": .int(Int64(st.cancellableCommitted)),

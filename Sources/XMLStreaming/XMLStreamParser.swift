@@ -99,7 +99,13 @@ public final class XMLStreamParser {
     public var pauseAfter: (@Sendable (XMLElement) -> Bool)?
     public var isPaused: Bool { paused }
 
-    private var parser: OpaquePointer
+    /// nil while hibernating (see `hibernate()`); created again by the next `feed`.
+    private var parser: OpaquePointer!
+    /// The root's start tag with its namespace declarations, to put a new expat parser back inside
+    /// the stream after hibernation.
+    private var rootStartTag: [UInt8] = []
+    /// Parsing `rootStartTag` after hibernation: no event for it.
+    private var priming = false
     private var failure: XMLStreamError?
     private var events: [XMLStreamEvent] = []
 
@@ -136,7 +142,45 @@ public final class XMLStreamParser {
     }
 
     deinit {
+        if let parser { XML_ParserFree(parser) }
+    }
+
+    /// Whether the expat parser is freed (an idle stream between stanzas).
+    public var isHibernating: Bool { parser == nil }
+
+    /// Frees the expat parser and the buffers kept between stanzas, if the stream stands between two
+    /// stanzas with nothing unparsed: an idle connection then holds no parser memory (several KiB).
+    /// The next `feed` creates a parser again and puts it back inside the stream (same root element,
+    /// same namespace declarations) before parsing its bytes. Returns whether it hibernated.
+    @discardableResult
+    public func hibernate() -> Bool {
+        guard let parser, failure == nil, !paused, !expatSuspended, retained.isEmpty, depth == 1, !rootClosed,
+              stack.isEmpty, boundary == fedToExpat, !rootStartTag.isEmpty else { return false }
         XML_ParserFree(parser)
+        self.parser = nil
+        text = []
+        stack = []
+        pendingDeclarations = []
+        events = []
+        return true
+    }
+
+    /// After hibernation: a new expat parser, inside the root element again, positions restarted.
+    private func wake() -> XMLStreamError? {
+        parser = XMLStreamParser.createExpatParser()
+        configure()
+        depth = 0
+        priming = true
+        defer { priming = false }
+        let status = rootStartTag.withUnsafeBytes { raw in
+            XML_Parse(parser, raw.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(raw.count), 0)
+        }
+        if status != XML_STATUS_OK || depth != 1 {
+            return fail(failure ?? .invalidXML("could not resume the stream after hibernation"))
+        }
+        fedToExpat = rootStartTag.count
+        boundary = fedToExpat
+        return nil
     }
 
     // MARK: Public API
@@ -184,8 +228,9 @@ public final class XMLStreamParser {
     /// parsed (as the start of the new document) by the next `feed`, before its own bytes. Without a
     /// pause, any unfinished input of the old document is dropped.
     public func reset() {
-        XML_ParserFree(parser)
+        if let parser { XML_ParserFree(parser) }
         parser = XMLStreamParser.createExpatParser()
+        rootStartTag = []
         configure()
         depth = 0
         rootClosed = false
@@ -220,6 +265,10 @@ public final class XMLStreamParser {
     }
 
     private func process(_ input: UnsafeRawBufferPointer) -> XMLStreamError? {
+        if parser == nil {
+            if input.isEmpty { return nil }
+            if let error = wake() { return error }
+        }
         if paused {
             if !input.isEmpty {
                 bytesWhilePaused += input.count
@@ -473,10 +522,22 @@ public final class XMLStreamParser {
 
         if depth == 1 {
             boundary = eventEnd
+            if priming { return }
+            rootStartTag = Self.startTag(element)
             events.append(.streamOpen(element))
         } else {
             stack.append(element)
         }
+    }
+
+    /// `<prefix:name xmlns…="…">`: what a new parser needs to read the rest of the stream.
+    private static func startTag(_ element: XMLElement) -> [UInt8] {
+        var tag = "<" + (element.prefix.map { $0 + ":" } ?? "") + element.name
+        for declaration in element.namespaceDeclarations {
+            tag += " xmlns" + (declaration.prefix.map { ":" + $0 } ?? "")
+            tag += "=\"" + XMLEscaping.escapeAttribute(declaration.uri) + "\""
+        }
+        return Array((tag + ">").utf8)
     }
 
     private func endElement() {

@@ -22,6 +22,9 @@ public struct XMPPServerConfiguration: Sendable {
     public var overLimitPolicy: OverLimitPolicy = .accept
     /// After CONNECTION_DRAINING, the connection is closed once this much time has passed.
     public var drainGracePeriod: TimeAmount = .seconds(10)
+    /// An authenticated connection that has read nothing for this long frees its XML parser until its
+    /// next bytes (memory of an idle connection). nil: never.
+    public var idleParserRelease: TimeAmount? = .seconds(1)
 
     public init() {}
 }

@@ -30,6 +30,10 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     var link: ConnectionLink?
     var authTimeout: Scheduled<Void>?
     var drainClose: Scheduled<Void>?
+    /// The pending idle check (see `XMPPServerConfiguration.idleParserRelease`), and whether
+    /// anything was read since the last one.
+    var idleCheck: Scheduled<Void>?
+    var readSinceIdleCheck = false
     var closing = false
     /// Written since the last flush, and registered with the mailbox for one.
     var flushPending = false
@@ -54,6 +58,9 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         parser.pauseAfter = { $0.name == "auth" }
     }
 
+    /// Parsers freed by idle connections since the process started (see `MemoryTrimmer`).
+    static let parsersReleased = Atomic<Int>(0)
+
     // MARK: channel events
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -75,6 +82,8 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     func channelInactive(context: ChannelHandlerContext) {
         authTimeout?.cancel()
+        idleCheck?.cancel()
+        idleCheck = nil
         drainClose?.cancel()
         unregisterSession()
         context.fireChannelInactive()
@@ -116,6 +125,26 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     func channelReadComplete(context: ChannelHandlerContext) {
         context.flush()
+        readSinceIdleCheck = true
+        if idleCheck == nil, negotiation.isAuthenticated, !closing { scheduleIdleCheck(context: context) }
+    }
+
+    /// Frees the parser of a connection that stays quiet (it comes back with the next bytes).
+    private func scheduleIdleCheck(context: ChannelHandlerContext) {
+        guard let delay = configuration.idleParserRelease else { return }
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        idleCheck = context.eventLoop.scheduleTask(in: delay) {
+            let handler = bound.value
+            handler.idleCheck = nil
+            guard !handler.closing, let context = handler.context else { return }
+            if handler.readSinceIdleCheck || !handler.parser.hibernate() {
+                handler.readSinceIdleCheck = false
+                handler.scheduleIdleCheck(context: context)
+            } else {
+                handler.eventStorage = []
+                XMPPConnectionHandler.parsersReleased.add(1, ordering: .relaxed)
+            }
+        }
     }
 
     // MARK: events → actions
@@ -140,6 +169,7 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             case .useAuthenticatedLimits:
                 parser.limits = configuration.postAuthLimits
                 authTimeout?.cancel()
+                authTimeout = nil  // the task and its closure are not kept for the connection's life
             case .bound(_, let reply, let refusal):
                 if sessionEstablished() {
                     write(reply)

@@ -613,3 +613,36 @@ def test_clock_advance_on_wall_clock_is_409(start_server):
     status, body = post(srv.http_base, "clock/advance", {"seconds": 10})
     assert status == 409, (status, body)
     assert clock(srv.http_base)["kind"] == "wall"
+
+
+# ---- 12. idle connections ------------------------------------------------------------------------
+
+def test_connections_that_idle_past_the_parser_release_keep_working(vsrv, app, devices):
+    """An idle connection frees its XML parser after 1 s and makes a new one on its next bytes
+    (docs/architecture.md); both endpoints must not notice, even with a stanza split across the gap."""
+    import time
+
+    from ccs_support.xmpp import gcm_stanza
+
+    sender, _, c = app
+    dev, token = start_device(devices, vsrv, APP, [sender])
+    barrier(c, dev, token, "idle-warm-up")
+    time.sleep(2.5)
+    barrier(c, dev, token, "idle-after-gap")
+
+    c.send(" ")  # a whitespace keep-alive, then silence
+    time.sleep(2.5)
+    stanza = gcm_stanza(data_msg(token, "idle-split", priority="high"))
+    half = len(stanza) // 2
+    c.send(stanza[:half])
+    time.sleep(2.5)
+    c.send(stanza[half:])
+    ack, _ = c.wait_gcm("idle-split", timeout=15)
+    assert ack["message_type"] == "ack", ack
+    dev.expect(is_msg("idle-split"), timeout=20)
+    import json
+    import urllib.request
+    with urllib.request.urlopen(vsrv.http_base + "/emulator/v1/info") as r:
+        info = json.load(r)
+    # Both connections went quiet three times: the parsers were really released in between.
+    assert info["connections"]["idle_parsers_released"] >= 4, info
