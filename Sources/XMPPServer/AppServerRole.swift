@@ -55,7 +55,7 @@ extension XMPPConnectionHandler {
                 handler.link?.pending.subtract(1, ordering: .relaxed)
                 switch outcome {
                 case .ack(let from):
-                    handler.writeAndScheduleFlush(Self.gcmMessage(OutgoingJSON.ack(messageID: messageID, from: from)))
+                    handler.writeGCM(OutgoingJSON.ack(messageID: messageID, from: from))
                 case .nack(let nack):
                     handler.writeAndScheduleFlush(handler.nackStanza(nack))
                 }
@@ -76,6 +76,17 @@ extension XMPPConnectionHandler {
         for m in messages {
             writeAndScheduleFlush(head + XMLEscaping.escapeText(m.json) + "</gcm></message>")
         }
+    }
+
+    /// `<message><gcm …>json</gcm></message>` straight into the pending output, flushed with the batch.
+    func writeGCM(_ json: String) {
+        guard context != nil, !closing else { return }
+        withOutput { out in
+            out.writeStaticString("<message><gcm xmlns=\"google:mobile:data\">")
+            out.writeString(XMLEscaping.escapeText(json))
+            out.writeStaticString("</gcm></message>")
+        }
+        mailbox.needsFlush(self)
     }
 
     static func gcmMessage(_ json: String) -> String {

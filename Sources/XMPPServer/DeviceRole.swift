@@ -42,9 +42,16 @@ extension XMPPConnectionHandler {
     /// Each message as `<message id="ACK-ID"><gcm …>payload</gcm></message>`; a notification the system
     /// shows in the tray (app in the background) carries `<tray xmlns="urn:ccs-emulator:device"/>`.
     func deliverToDevice(_ deliveries: [DeviceDelivery]) {
-        for d in deliveries {
-            let tray = d.toTray ? "<tray xmlns=\"urn:ccs-emulator:device\"/>" : ""
-            writeAndScheduleFlush("<message id=\"\(XMLEscaping.escapeAttribute(d.message.deviceMessageID))\"><gcm xmlns=\"google:mobile:data\">\(XMLEscaping.escapeText(d.message.payload))</gcm>\(tray)</message>")
+        guard context != nil, !closing else { return }
+        withOutput { out in
+            for d in deliveries {
+                out.writeStaticString("<message id=\"")
+                out.writeString(XMLEscaping.escapeAttribute(d.message.deviceMessageID))
+                out.writeStaticString("\"><gcm xmlns=\"google:mobile:data\">")
+                out.writeString(XMLEscaping.escapeText(d.message.payload))
+                out.writeStaticString(d.toTray ? "</gcm><tray xmlns=\"urn:ccs-emulator:device\"/></message>" : "</gcm></message>")
+            }
         }
+        mailbox.needsFlush(self)
     }
 }

@@ -73,7 +73,7 @@ public final class LoopMailbox: @unchecked Sendable {  // `local` is touched on 
         state.dirty.removeAll(keepingCapacity: true)
         for handler in dirty {
             handler.flushPending = false
-            handler.context?.flush()
+            handler.flushOutput()
         }
     }
 }

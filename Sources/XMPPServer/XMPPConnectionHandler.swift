@@ -37,6 +37,8 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     var closing = false
     /// Written since the last flush, and registered with the mailbox for one.
     var flushPending = false
+    /// Output not yet handed to the pipeline (see `write(_:)`).
+    var output: ByteBuffer?
     let mailbox: LoopMailbox
     /// Reused storage for the parser's event list.
     var eventStorage: [XMLStreamEvent] = []
@@ -124,7 +126,7 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        context.flush()
+        flushOutput()
         readSinceIdleCheck = true
         if idleCheck == nil, negotiation.isAuthenticated, !closing { scheduleIdleCheck(context: context) }
     }
@@ -228,7 +230,7 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
                 return
             }
         case .device:
-            context.flush()
+            flushOutput()
             engine.deviceConnected(token: principal, link: link)
         }
         registered = true
@@ -246,11 +248,28 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     // MARK: output
 
+    /// Appends to the pending output. Everything written between two flushes goes to the TLS layer
+    /// as one buffer: one `SSL_write` and as few TLS records as the bytes need, instead of one record
+    /// per stanza (a burst of ACKs to an app server is one record, not hundreds).
     func write(_ text: String) {
-        guard let context, !closing else { return }
-        var buffer = context.channel.allocator.buffer(capacity: text.utf8.count)
-        buffer.writeString(text)
-        context.write(wrapOutboundOut(buffer), promise: nil)
+        guard context != nil, !closing else { return }
+        withOutput { $0.writeString(text) }
+    }
+
+    @inline(__always)
+    func withOutput(_ body: (inout ByteBuffer) -> Void) {
+        if output == nil, let context { output = context.channel.allocator.buffer(capacity: 512) }
+        if output != nil { body(&output!) }
+    }
+
+    /// Hands the pending output to the pipeline and flushes it.
+    func flushOutput() {
+        guard let context else { return }
+        if let pending = output {
+            output = nil
+            context.write(wrapOutboundOut(pending), promise: nil)
+        }
+        context.flush()
     }
 
     /// For writes that do not come from a read (engine completions): flushed once the mailbox's batch
@@ -267,7 +286,9 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         unregisterSession()
         // Close once everything written before has gone out.
         let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(channel.allocator.buffer(capacity: 0))).whenComplete { _ in
+        let last = output ?? channel.allocator.buffer(capacity: 0)
+        output = nil
+        context.writeAndFlush(wrapOutboundOut(last)).whenComplete { _ in
             channel.close(promise: nil)
         }
     }
