@@ -34,7 +34,10 @@ public struct EmulatorConfiguration: Sendable {
     public var liveWriteDelayMillis = 20
     public var clock: ClockKind = .wall
     public var xmpp = XMPPServerConfiguration()
-    public var eventLoopThreads = System.coreCount
+    /// Half the cores, at least one: a test server shares its machine with the app server and the
+    /// devices under test, and one loop per core measured no faster on 2 cores while costing more CPU
+    /// per message (cross-thread hand-offs, lock contention; docs/benchmarks.md).
+    public var eventLoopThreads = max(1, System.coreCount / 2)
     /// Upstream/receipt window per app-server connection, ACK timeout, connection cap per sender.
     public var maxUnackedOutbound = 100
     public var ackTimeoutMillis: Int64 = 60_000

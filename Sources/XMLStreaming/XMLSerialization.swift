@@ -17,18 +17,38 @@ public enum XMLEscaping {
     }
 
     static func escape(_ string: String, attribute: Bool) -> String {
-        var needsWork = false
-        for byte in string.utf8 where byte < 0x3F || byte == 0xEF {
-            if needsEscaping(byte, attribute: attribute) || byte == 0xEF {
-                needsWork = true
-                break
-            }
-        }
-        if !needsWork { return string }
+        if !mayNeedWork(string, attribute: attribute) { return string }
         var out: [UInt8] = []
         out.reserveCapacity(string.utf8.count + 16)
         append(string, attribute: attribute, to: &out)
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Bytes that need a look: 1 for text and attributes, 2 for attributes only.
+    private static let interesting: [UInt8] = {
+        var table = [UInt8](repeating: 0, count: 256)
+        for b in 0..<0x20 { table[b] = 1 }
+        table[Int(UInt8(ascii: "\n"))] = 2
+        table[Int(UInt8(ascii: "\t"))] = 2
+        table[Int(UInt8(ascii: "\""))] = 2
+        for c in ["&", "<", ">", "\r"] { table[Int(c.utf8.first!)] = 1 }
+        table[0xEF] = 1  // possibly U+FFFE / U+FFFF
+        return table
+    }()
+
+    /// One pass over the bytes with a table (the common case: nothing to escape, no copy made).
+    @inline(__always)
+    static func mayNeedWork(_ string: String, attribute: Bool) -> Bool {
+        let mask: UInt8 = attribute ? 3 : 1
+        let fast = string.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            interesting.withUnsafeBufferPointer { table in
+                for byte in bytes where table[Int(byte)] & mask != 0 { return true }
+                return false
+            }
+        }
+        if let fast { return fast }
+        for byte in string.utf8 where interesting[Int(byte)] & mask != 0 { return true }
+        return false
     }
 
     @inline(__always)

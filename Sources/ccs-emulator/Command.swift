@@ -99,6 +99,8 @@ struct Serve: AsyncParsableCommand {
     var drainGrace = 10
     @Option(help: "Seconds a connection may take to authenticate.")
     var authTimeout = 30
+    @Option(help: "Event-loop threads for the XMPP and HTTP listeners (default: half the cores, at least 1).")
+    var threads: Int?
     @Option(help: "trace, debug, info, notice, warning, error or critical (logs go to stderr).")
     var logLevel: Logger.Level = .notice
 
@@ -110,6 +112,7 @@ struct Serve: AsyncParsableCommand {
         if maxPending < 1 || maxUnacked < 1 || maxConnections < 1 {
             throw ValidationError("--max-pending, --max-unacked and --max-connections must be at least 1")
         }
+        if let threads, !(1...256).contains(threads) { throw ValidationError("--threads must be 1...256") }
         if !(0...1000).contains(liveWriteDelay) { throw ValidationError("--live-write-delay must be 0...1000") }
         if ackTimeout <= 0 { throw ValidationError("--ack-timeout must be positive") }
         if drainGrace < 0 || authTimeout < 1 { throw ValidationError("--drain-grace ≥ 0 and --auth-timeout ≥ 1") }
@@ -130,6 +133,7 @@ struct Serve: AsyncParsableCommand {
         c.tlsKeyPath = tlsKey
         c.durability = durability
         c.liveWriteDelayMillis = liveWriteDelay
+        if let threads { c.eventLoopThreads = threads }
         c.clock = clock
         c.xmpp.maxPendingDownstream = maxPending
         c.maxUnackedOutbound = maxUnacked
