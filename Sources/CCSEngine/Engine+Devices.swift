@@ -170,10 +170,11 @@ extension Engine {
         guard let (entry, app) = found else { return }
         let m = entry.message
         var ops: [StoreOp] = []
-        if !entry.toTray, let early = entry.early, early.ticket.cancel() {
+        if !entry.toTray, !m.deliveryReceiptRequested, let early = entry.early, early.ticket.cancel() {
             // Confirmed before its write was taken: it never reaches the disk, and the app server's
-            // ACK is due now (the message is delivered: nothing is left to lose). A notification bound
-            // for the tray is not called off: its removal and its tray entry commit together.
+            // ACK is due now (the message is delivered: nothing is left to lose). Not called off: a
+            // notification bound for the tray and a message with a receipt, whose removal must commit
+            // together with the tray entry or the receipt (a crash never keeps one without the other).
             early.settle(.ack(from: token))
         } else {
             ops.append(.removeMessage(token: token, deviceMessageID: deviceMessageID))
