@@ -67,7 +67,7 @@ import Testing
     }
 
     @Test func aMessageTheDeviceConfirmsBeforeItIsWrittenIsAckedAndNeverStored() async throws {
-        let h = try Harness(liveWriteDelay: .seconds(30))
+        let h = try Harness(liveWriteDelay: .milliseconds(500))
         let d = try await h.register()
         let device = await h.connect(d.token)
         let before = h.engine.committer.statistics.ops
@@ -81,6 +81,24 @@ import Testing
         await h.settle()
         #expect(try h.queue(d.token).isEmpty)
         #expect(h.engine.committer.statistics.ops == before)
+    }
+
+    @Test func aMessageWithAReceiptIsWrittenEvenWhenConfirmedAtOnce() async throws {
+        let h = try Harness(liveWriteDelay: .milliseconds(200))
+        let d = try await h.register()
+        let device = await h.connect(d.token)
+        let before = h.engine.committer.statistics
+        let sent = Task { await h.send(data("r1", to: d.token) { $0.deliveryReceiptRequested = true }) }
+        while device.ids.isEmpty { await Task.yield() }
+        h.engine.deviceAcknowledged(token: d.token, deviceMessageID: device.ids[0])
+        // Not called off: the ACK follows the commit, and the removal commits with the receipt.
+        #expect(await sent.value == .ack(from: d.token))
+        await h.settle()
+        let after = h.engine.committer.statistics
+        #expect(after.cancellableCalledOff == before.cancellableCalledOff)
+        #expect(after.cancellableCommitted == before.cancellableCommitted + 1)
+        #expect(try h.queue(d.token).isEmpty)
+        #expect(try h.engine.store.loadOutbound().map(\.messageID) == ["dr2:r1"])
     }
 
     @Test func aMessageHandedOverButNotConfirmedIsStoredAndRedelivered() async throws {

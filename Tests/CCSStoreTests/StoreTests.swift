@@ -153,7 +153,7 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
     }
 
     @Test func aCancelledWriteIsNeverAppliedAndItsCompletionNeverRuns() async throws {
-        let committer = GroupCommitter(store: try temporaryStore(), cancellableDelay: .seconds(30))
+        let committer = GroupCommitter(store: try temporaryStore(), cancellableDelay: .milliseconds(300))
         let ticket = WriteTicket()
         let ran = Atomic<Bool>(false)
         committer.submit([.enqueue(message("t", "early"), limits: nil)], ticket: ticket) { _ in
