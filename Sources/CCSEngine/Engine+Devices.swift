@@ -70,7 +70,7 @@ extension Engine {
     public func deviceConnected(token: String, link: any DeviceLink) {
         let previous: (any DeviceLink)? = state.withLock { s in
             let old = s.online[token]?.link
-            s.online[token] = OnlineDevice(link: link)
+            s.online[token] = OnlineDevice(link: link, platform: s.devices[token]?.platform)
             return old
         }
         previous?.close()
@@ -111,9 +111,9 @@ extension Engine {
     /// A notification for an app in the background goes to the system's tray, not to the app.
     func take(_ messages: [QueuedMessage], token: String, early: EarlyDelivery? = nil, _ s: inout State) -> [Send] {
         // The in-flight map is changed in place: a copy of `OnlineDevice` would copy it whole.
-        guard let link = s.online[token]?.link else { return [] }
+        guard let online = s.online[token] else { return [] }
+        let link = online.link, platform = online.platform
         let deviceState = s.deviceStates[token] ?? DeviceState()
-        let platform = s.devices[token]?.platform
         var deliveries: [DeviceDelivery] = []
         for m in messages where deviceState.admits(m, platform: platform) {
             let d = DeviceDelivery(message: m, toTray: m.kind == "message" && m.isNotification && !deviceState.foreground)

@@ -95,6 +95,8 @@ public final class Engine: Sendable {
 
     struct OnlineDevice {
         let link: any DeviceLink
+        /// The device's platform (fixed for a registration), kept here for the hand-over path.
+        var platform: String?
         /// False until the queue as of connection time has been read and handed over.
         var loaded = false
         /// Written to this connection and not yet ACKed by the device.

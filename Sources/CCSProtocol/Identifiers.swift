@@ -2,10 +2,37 @@
 /// `0:1587579700287156%a62f20e7a62f20e7`: "0:", microseconds, "%", then the 8 hex digits
 /// of a per-sender hash written twice.
 public enum DeviceMessageID {
+    /// `0:<micros>%<hash as 8 hex digits, twice>`, built in one stack buffer (it is made per message).
     public static func make(micros: Int64, senderHash: UInt32) -> String {
-        let hex = hex8(senderHash)
-        return "0:\(micros)%\(hex)\(hex)"
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 48) { buffer in
+            buffer[0] = UInt8(ascii: "0")
+            buffer[1] = UInt8(ascii: ":")
+            // Decimal digits of micros (at most 19), written backwards from index 21, then moved.
+            var value = UInt64(max(0, micros))
+            var start = 21
+            repeat {
+                start -= 1
+                buffer[start] = UInt8(ascii: "0") + UInt8(value % 10)
+                value /= 10
+            } while value > 0
+            var n = 2
+            for i in start..<21 {
+                buffer[n] = buffer[i]
+                n += 1
+            }
+            buffer[n] = UInt8(ascii: "%")
+            n += 1
+            for _ in 0..<2 {
+                for shift in stride(from: 28, through: 0, by: -4) {
+                    buffer[n] = hexDigits[Int((senderHash >> UInt32(shift)) & 0xF)]
+                    n += 1
+                }
+            }
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[0..<n]), as: UTF8.self)
+        }
     }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
     /// A stable 32-bit hash of a sender ID (FNV-1a), for `make(micros:senderHash:)`.
     public static func senderHash(_ senderID: String) -> UInt32 {
@@ -29,11 +56,6 @@ public enum DeviceMessageID {
               hash.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) })
         else { return false }
         return hash.prefix(8) == hash.suffix(8)
-    }
-
-    static func hex8(_ value: UInt32) -> String {
-        let digits = String(value, radix: 16)
-        return String(repeating: "0", count: 8 - digits.count) + digits
     }
 }
 

@@ -12,6 +12,8 @@ struct DeviceMessageIDTests {
         #expect(DeviceMessageID.make(micros: 5, senderHash: 0x1) == "0:5%0000000100000001")
         #expect(DeviceMessageID.make(micros: 0, senderHash: 0) == "0:0%0000000000000000")
         #expect(DeviceMessageID.make(micros: 1, senderHash: .max) == "0:1%ffffffffffffffff")
+        #expect(DeviceMessageID.make(micros: .max, senderHash: 0x1234_5678) == "0:9223372036854775807%1234567812345678")
+        #expect(DeviceMessageID.make(micros: 1_000_000_007, senderHash: 0xA0B) == "0:1000000007%00000a0b00000a0b")
     }
 
     @Test func senderHashIsFNV1a() {
