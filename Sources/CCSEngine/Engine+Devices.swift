@@ -111,8 +111,9 @@ extension Engine {
     /// A notification for an app in the background goes to the system's tray, not to the app.
     func take(_ messages: [QueuedMessage], token: String, early: EarlyDelivery? = nil, _ s: inout State) -> [Send] {
         // The in-flight map is changed in place: a copy of `OnlineDevice` would copy it whole.
-        guard let online = s.online[token] else { return [] }
-        let link = online.link, platform = online.platform
+        // Property by property: holding a copy of the whole entry would make the map shared again.
+        guard let link = s.online[token]?.link else { return [] }
+        let platform = s.online[token]?.platform
         let deviceState = s.deviceStates[token] ?? DeviceState()
         var deliveries: [DeviceDelivery] = []
         for m in messages where deviceState.admits(m, platform: platform) {
