@@ -9,7 +9,7 @@ extension Engine {
         guard let virtual = clock as? VirtualClock else { return nil }
         let now = virtual.advance(byMillis: ms)
         await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
-            committer.submit(.setMeta(key: VirtualClock.metaKey, value: String(now))) { _ in cont.resume() }
+            committer.submit([.setMeta(key: VirtualClock.metaKey, value: String(now))], urgent: true) { _ in cont.resume() }
         }
         tick()
         // Let the expiry ops just submitted commit before answering, so that a read right after sees them.

@@ -35,7 +35,7 @@ extension Engine {
 
     func commit(_ ops: [StoreOp]) async throws(RegistrationError) {
         let result: Error? = await withCheckedContinuation { cont in
-            committer.submit(ops) { cont.resume(returning: $0) }
+            committer.submit(ops, urgent: true) { cont.resume(returning: $0) }
         }
         if let result { throw .storeFailure("\(result)") }
     }

@@ -13,9 +13,18 @@ public final class GroupCommitter: Sendable {
 
     private enum Item: Sendable {
         /// `at`: when it was submitted (uptime nanoseconds), for ticketed writes only.
-        case write([StoreOp], Completion?, WriteTicket?, at: UInt64)
+        case write([StoreOp], Completion?, WriteTicket?, at: UInt64, urgent: Bool)
         case read(@Sendable () -> Void)
         case stop(@Sendable () -> Void)
+
+        /// Someone waits for it: cancellable writes ahead of it are written now rather than after
+        /// their delay (order is kept, so it could not go before them).
+        var isUrgent: Bool {
+            switch self {
+            case .write(_, _, _, _, let urgent): return urgent
+            case .read, .stop: return true
+            }
+        }
     }
 
     private struct State {
@@ -25,6 +34,8 @@ public final class GroupCommitter: Sendable {
         /// busy or waiting out a cancellable write's delay, submissions need not signal (one futex
         /// wake per idle period, not one per message).
         var writerIdle = false
+        /// The writer waits out a cancellable write's delay: only an urgent submission wakes it.
+        var writerDelaying = false
         var batches = 0
         var committedOps = 0
         var ticketedCommitted = 0
@@ -70,9 +81,12 @@ public final class GroupCommitter: Sendable {
     /// Queues `ops` for the next transaction. With a `ticket`, the write can still be called off
     /// (`WriteTicket.cancel()`) until the writer takes it; a cancelled write is never applied and its
     /// completion never runs.
-    public func submit(_ ops: [StoreOp], ticket: WriteTicket? = nil, completion: Completion? = nil) {
+    /// `urgent`: a caller waits for this commit (an admin request, a registration); cancellable writes
+    /// queued before it are then written at once instead of after their delay.
+    public func submit(_ ops: [StoreOp], ticket: WriteTicket? = nil, urgent: Bool = false,
+                       completion: Completion? = nil) {
         let at = ticket == nil ? 0 : DispatchTime.now().uptimeNanoseconds
-        enqueue(.write(ops, completion, ticket, at: at), orElse: { completion?(StoreStopped()) })
+        enqueue(.write(ops, completion, ticket, at: at, urgent: urgent), orElse: { completion?(StoreStopped()) })
     }
 
     public func submit(_ op: StoreOp, completion: Completion? = nil) {
@@ -96,8 +110,8 @@ public final class GroupCommitter: Sendable {
             if s.stopped { return (false, false) }
             s.items.append(item)
             if stopping { s.stopped = true }
-            let signal = s.writerIdle
-            s.writerIdle = false
+            let signal = s.writerIdle || (s.writerDelaying && item.isUrgent)
+            if signal { s.writerIdle = false; s.writerDelaying = false }
             return (true, signal)
         }
         if signal { wake.signal() }
@@ -129,8 +143,15 @@ public final class GroupCommitter: Sendable {
         }
         while true {
             if let due = deadline {
-                let now = DispatchTime.now().uptimeNanoseconds
-                if due > now { _ = wake.wait(timeout: DispatchTime(uptimeNanoseconds: due)) }
+                let mayWait = state.withLock { s -> Bool in
+                    if s.items.contains(where: \.isUrgent) { return false }
+                    s.writerDelaying = true
+                    return true
+                }
+                if mayWait, due > DispatchTime.now().uptimeNanoseconds {
+                    _ = wake.wait(timeout: DispatchTime(uptimeNanoseconds: due))
+                }
+                state.withLock { $0.writerDelaying = false }
             } else {
                 let mustWait = state.withLock { s -> Bool in
                     if !s.items.isEmpty { return false }
@@ -146,12 +167,13 @@ public final class GroupCommitter: Sendable {
             deadline = nil
             let now = DispatchTime.now().uptimeNanoseconds
             var handled = 0
-            for item in queue {
+            let lastUrgent = queue.lastIndex(where: \.isUrgent) ?? -1
+            for (index, item) in queue.enumerated() {
                 switch item {
-                case .write(let ops, let completion, let ticket, let at):
+                case .write(let ops, let completion, let ticket, let at, _):
                     if let ticket {
                         if ticket.isCancelled { handled += 1; calledOff += 1; continue }
-                        if at &+ cancellableDelayNanos > now {
+                        if index > lastUrgent, at &+ cancellableDelayNanos > now {
                             deadline = at &+ cancellableDelayNanos  // not yet: it may still be called off
                             break
                         }

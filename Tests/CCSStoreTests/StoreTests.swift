@@ -191,6 +191,26 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         await committer.shutdown()
     }
 
+    @Test func aReaderOrAnUrgentWriteDoesNotWaitOutTheDelayOfWritesAheadOfIt() async throws {
+        let committer = GroupCommitter(store: try temporaryStore(), cancellableDelay: .seconds(60))
+        committer.submit([.enqueue(message("t", "live"), limits: nil)], ticket: WriteTicket())
+        // The read must see the write ahead of it, so that write is taken now instead of in 60 s.
+        let seen: [String] = await withCheckedContinuation { cont in
+            committer.afterPendingWrites {
+                cont.resume(returning: (try? committer.store.queuedMessages(token: "t").map(\.deviceMessageID)) ?? [])
+            }
+        }
+        #expect(seen == ["live"])
+        committer.submit([.enqueue(message("t", "live2"), limits: nil)], ticket: WriteTicket())
+        let error: Error? = await withCheckedContinuation { cont in
+            committer.submit([.setMeta(key: "k", value: "v")], urgent: true) { cont.resume(returning: $0) }
+        }
+        #expect(error == nil)
+        #expect(try committer.store.queuedMessages(token: "t").map(\.deviceMessageID) == ["live", "live2"])
+        #expect(committer.statistics.cancellableCommitted == 2)
+        await committer.shutdown()
+    }
+
     @Test func shutdownCommitsWhatWasSubmittedAndRefusesMore() async throws {
         let committer = GroupCommitter(store: try temporaryStore())
         for i in 0..<10 { committer.submit(.enqueue(message("t", "m\(i)"), limits: nil)) }
