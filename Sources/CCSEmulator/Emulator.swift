@@ -231,7 +231,7 @@ public final class Emulator: Sendable {
         w.add("http_port", info.httpPort)
         w.add("ca_cert", info.caCertPath)
         w.add("data_dir", info.dataDir)
-        return w.text
+        return w.finished()
     }
 
     /// Graceful stop: CONNECTION_DRAINING to every app server, a short wait for answers in flight, then

@@ -110,8 +110,8 @@ extension Engine {
     /// The messages the device's state admits now become in-flight on its connection; the rest wait.
     /// A notification for an app in the background goes to the system's tray, not to the app.
     func take(_ messages: [QueuedMessage], token: String, early: EarlyDelivery? = nil, _ s: inout State) -> [Send] {
-        // The in-flight map is changed in place: a copy of `OnlineDevice` would copy it whole.
-        // Property by property: holding a copy of the whole entry would make the map shared again.
+        // The entry is read property by property and its in-flight map changed in place: holding a
+        // copy of the whole `OnlineDevice` would make the map shared and copy it on the write.
         guard let link = s.online[token]?.link else { return [] }
         let platform = s.online[token]?.platform
         let deviceState = s.deviceStates[token] ?? DeviceState()

@@ -320,13 +320,7 @@ public final class Engine: Sendable {
             }
             if let sends {
                 committer.submit([.enqueue(queued, limits: nil)], ticket: ticket) { [self] error in
-                    if let error {
-                        logger.error("enqueue failed", metadata: ["error": "\(error)"])
-                        completion(.nack(Nack(messageID: message.messageID, from: to, code: .internalServerError,
-                                              description: "Internal server error")))
-                        return
-                    }
-                    completion(.ack(from: to))
+                    completion(outcome(storing: message, to: to, error: error))
                 }
                 perform(sends)
                 return
@@ -338,15 +332,17 @@ public final class Engine: Sendable {
             maxCollapseKeys: configuration.maxCollapseKeys, maxNonCollapsible: configuration.maxStoredNonCollapsible,
             overflowNotice: deletedMessagesNotice(token: to, senderID: senderID, now: now))
         committer.submit(.enqueue(queued, limits: limits)) { [self] error in
-            if let error {
-                logger.error("enqueue failed", metadata: ["error": "\(error)"])
-                completion(.nack(Nack(messageID: message.messageID, from: to, code: .internalServerError,
-                                      description: "Internal server error")))
-                return
-            }
-            handOver([queued], to: to)
-            completion(.ack(from: to))
+            if error == nil { handOver([queued], to: to) }
+            completion(outcome(storing: message, to: to, error: error))
         }
+    }
+
+    /// The answer once the message's write has committed (ACK) or failed (NACK INTERNAL_SERVER_ERROR).
+    private func outcome(storing message: DownstreamMessage, to: String, error: Error?) -> DownstreamOutcome {
+        guard let error else { return .ack(from: to) }
+        logger.error("enqueue failed", metadata: ["error": "\(error)"])
+        return .nack(Nack(messageID: message.messageID, from: to, code: .internalServerError,
+                          description: "Internal server error"))
     }
 
     private enum Lookup {

@@ -123,7 +123,7 @@ public struct DownstreamMessage: Sendable, Equatable {
         if dryRun { writer.add("dry_run", true) }
         if let data { writer.add("data", stringMap: data) }
         if let notification { writer.add("notification", json: notification) }
-        return writer.text
+        return writer.finished()
     }
 }
 

@@ -438,10 +438,9 @@ enum JSONEncoding {
     static func appendString(_ string: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Fast path: nothing to escape (ids, tokens, most values) is one copy.
-        let plain = string.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
-            for byte in bytes where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return false }
-            return true
-        } ?? !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") })
+        let escaped: (UInt8) -> Bool = { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        let plain = !(string.utf8.withContiguousStorageIfAvailable { $0.contains(where: escaped) }
+            ?? string.utf8.contains(where: escaped))
         if plain {
             out.append(contentsOf: string.utf8)
             out.append(UInt8(ascii: "\""))
@@ -546,8 +545,4 @@ public struct JSONObjectWriter: Sendable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// The finished object's text.
-    public var text: String {
-        String(decoding: bytes + [UInt8(ascii: "}")], as: UTF8.self)
-    }
 }

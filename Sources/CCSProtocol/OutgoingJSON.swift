@@ -25,7 +25,7 @@ public enum OutgoingJSON {
             writer.add("failed_registration_ids", json: .array(failedRegistrationIDs.map(JSONValue.string)))
         }
         writer.add("message_id", messageID)
-        return writer.text
+        return writer.finished()
     }
 
     /// `{"message_type":"nack","message_id":…,"from":…,"error":…,"error_description":…}`;
@@ -37,7 +37,7 @@ public enum OutgoingJSON {
         if let from = nack.from { writer.add("from", from) }
         writer.add("error", nack.code.rawValue)
         writer.add("error_description", nack.description)
-        return writer.text
+        return writer.finished()
     }
 
     public static let connectionDraining = #"{"message_type":"control","control_type":"CONNECTION_DRAINING"}"#
@@ -51,7 +51,7 @@ public enum OutgoingJSON {
         writer.add("message_id", messageID)
         writer.add("from", from)
         if let timeToLive { writer.add("time_to_live", timeToLive) }
-        return writer.text
+        return writer.finished()
     }
 
     public static func upstream(_ message: UpstreamMessage) -> String {
@@ -70,11 +70,11 @@ public enum OutgoingJSON {
         data.add("message_sent_timestamp", String(sentTimestampMillis))
         var writer = JSONObjectWriter()
         if let category { writer.add("category", category) }
-        writer.add("data", rawJSON: data.text)
+        writer.add("data", rawJSON: data.finished())
         writer.add("message_id", DeliveryReceipt.messageIDPrefix + originalMessageID)
         writer.add("message_type", "receipt")
         writer.add("from", DeliveryReceipt.sender)
-        return writer.text
+        return writer.finished()
     }
 }
 
@@ -86,7 +86,7 @@ public enum AppServerJSON {
         if let to { writer.add("to", to) }
         writer.add("message_id", messageID)
         writer.add("message_type", "ack")
-        return writer.text
+        return writer.finished()
     }
 
     public static func downstream(_ message: DownstreamMessage) -> String {

@@ -125,16 +125,17 @@ public final class GroupCommitter: Sendable {
         var completions: [Completion?] = []
         var ticketed = 0, calledOff = 0
         func flush() {
-            if completions.isEmpty {
-                if calledOff > 0 { let c = calledOff; state.withLock { $0.ticketedCalledOff += c }; calledOff = 0 }
-                return
-            }
+            if completions.isEmpty && calledOff == 0 { return }
             var failure: Error?
-            do { try store.apply(batch) } catch { failure = error }
-            let n = batch.count
+            if !completions.isEmpty {
+                do { try store.apply(batch) } catch { failure = error }
+            }
+            let (transactions, n, committed, off) = (completions.isEmpty ? 0 : 1, batch.count, ticketed, calledOff)
             state.withLock {
-                $0.batches += 1; $0.committedOps += n
-                $0.ticketedCommitted += ticketed; $0.ticketedCalledOff += calledOff
+                $0.batches += transactions
+                $0.committedOps += n
+                $0.ticketedCommitted += committed
+                $0.ticketedCalledOff += off
             }
             ticketed = 0; calledOff = 0
             for c in completions { c?(failure) }
@@ -172,12 +173,11 @@ public final class GroupCommitter: Sendable {
                 switch item {
                 case .write(let ops, let completion, let ticket, let at, _):
                     if let ticket {
-                        if ticket.isCancelled { handled += 1; calledOff += 1; continue }
-                        if index > lastUrgent, at &+ cancellableDelayNanos > now {
+                        if index > lastUrgent, ticket.isPending, at &+ cancellableDelayNanos > now {
                             deadline = at &+ cancellableDelayNanos  // not yet: it may still be called off
                             break
                         }
-                        if !ticket.take() { handled += 1; calledOff += 1; continue } // called off just now
+                        if !ticket.take() { handled += 1; calledOff += 1; continue } // called off
                         ticketed += 1
                     }
                     if batch.count + ops.count > maxBatch { flush() }
@@ -214,8 +214,6 @@ public final class WriteTicket: Sendable {
     public func cancel() -> Bool {
         state.compareExchange(expected: Self.pending, desired: Self.cancelled, ordering: .acquiringAndReleasing).exchanged
     }
-
-    var isCancelled: Bool { state.load(ordering: .acquiring) == Self.cancelled }
 
     /// Neither taken by the writer nor cancelled: the write has not reached the store (yet).
     public var isPending: Bool { state.load(ordering: .acquiring) == Self.pending }

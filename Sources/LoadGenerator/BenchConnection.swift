@@ -79,23 +79,39 @@ class BenchConnection: ChannelInboundHandler {
     var failure: String?
     /// `established` has been completed (it must be, exactly once).
     var settled = false
+    /// Sends traffic (ticked by the loop) when set; receives only when nil.
+    var sender: Sender?
+    /// The padding every message sent carries.
+    let payload: [UInt8]
 
-    init(login: XMPPLogin, recorder: LoopRecorder, established: EventLoopPromise<Void>) {
+    init(login: XMPPLogin, recorder: LoopRecorder, established: EventLoopPromise<Void>, sender: Sender? = nil,
+         payloadBytes: Int = 0) {
         self.login = login
         self.recorder = recorder
         self.established = established
         self.out = ByteBufferAllocator().buffer(capacity: 0)
+        self.sender = sender
+        self.payload = Array(repeating: UInt8(ascii: "x"), count: payloadBytes)
     }
 
     // MARK: hooks for subclasses
 
     /// The session is established.
     func ready(context: ChannelHandlerContext) {}
-    /// A stanza after login.
-    func stanza(_ bytes: UnsafeRawBufferPointer, context: ChannelHandlerContext) {}
+    /// A stanza after login: a `<message>` goes to `message(_:now:)`; anything else is answered if
+    /// it is a ping.
+    func stanza(_ bytes: UnsafeRawBufferPointer, context: ChannelHandlerContext) {
+        guard ByteScan.nameIs(bytes, "message") else {
+            _ = answerPing(bytes)
+            return
+        }
+        message(bytes, now: MonotonicClock.nanos())
+    }
+    /// A `<message>` after login, received at `now`.
+    func message(_ s: UnsafeRawBufferPointer, now: UInt64) {}
     /// Called by the loop's ticker while the session is established, if `wantsTicks`.
     func tick(now: UInt64) {}
-    var wantsTicks: Bool { false }
+    var wantsTicks: Bool { sender != nil }
     func closed() {}
 
     // MARK: channel events

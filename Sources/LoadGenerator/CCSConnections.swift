@@ -10,9 +10,7 @@ enum CCSBytes {
 /// to the devices round-robin, at most `window` unanswered, and matches ACKs/NACKs by message id.
 /// Upstream: ACKs every upstream message and measures its latency from the device's `bt` stamp.
 final class AppServerConnection: BenchConnection {
-    var sender: Sender?
     let recipients: Recipients?
-    let payload: [UInt8]
     /// `b<connection>.`: message ids are this plus a sequence number.
     let idPrefix: [UInt8]
     var cursor: Int
@@ -24,21 +22,12 @@ final class AppServerConnection: BenchConnection {
          sending: (plan: SendPlan, control: RunControl, recipients: Recipients)?, upstreamCredits: DeliveryCredits? = nil,
          payloadBytes: Int) {
         self.upstreamCredits = upstreamCredits
-        if let sending {
-            sender = Sender(plan: sending.plan, control: sending.control)
-            recipients = sending.recipients
-            cursor = sending.recipients.count > 0 ? index % sending.recipients.count : 0
-        } else {
-            sender = nil
-            recipients = nil
-            cursor = 0
-        }
-        payload = Array(repeating: UInt8(ascii: "x"), count: payloadBytes)
+        recipients = sending?.recipients
+        cursor = sending.map { $0.recipients.count > 0 ? index % $0.recipients.count : 0 } ?? 0
         idPrefix = Array("b\(index).".utf8)
-        super.init(login: login, recorder: recorder, established: established)
+        super.init(login: login, recorder: recorder, established: established,
+                   sender: sending.map { Sender(plan: $0.plan, control: $0.control) }, payloadBytes: payloadBytes)
     }
-
-    override var wantsTicks: Bool { sender != nil }
 
     override func tick(now: UInt64) {
         pump(now: now)
@@ -56,13 +45,8 @@ final class AppServerConnection: BenchConnection {
         }
     }
 
-    override func stanza(_ s: UnsafeRawBufferPointer, context: ChannelHandlerContext) {
-        guard ByteScan.nameIs(s, "message") else {
-            _ = answerPing(s)
-            return
-        }
-        let now = MonotonicClock.nanos()
-        if let type = ByteScan.attribute("type=", in: s), ByteScan.equals(s, type, "error") {
+    override func message(_ s: UnsafeRawBufferPointer, now: UInt64) {
+        if ByteScan.isErrorType(s) {
             recorder.errors.add(1, ordering: .relaxed)
             answered(s, now: now, record: nil)
             pump(now: now)
@@ -140,31 +124,20 @@ extension AppServerConnection {
 /// measures send→device latency from the `bt` stamp. Upstream: sends messages to the sender and
 /// matches the channel's `sent` answers. Idle: holds the connection and answers pings.
 final class DeviceChannelConnection: BenchConnection {
-    var sender: Sender?
     let upstreamTo: [UInt8]
-    let payload: [UInt8]
     let idPrefix: [UInt8]
     let index: Int
     let credits: DeliveryCredits?
 
     init(login: XMPPLogin, recorder: LoopRecorder, established: EventLoopPromise<Void>, index: Int,
          upstream: (plan: SendPlan, control: RunControl, senderID: String, credits: DeliveryCredits)?, payloadBytes: Int) {
-        if let upstream {
-            sender = Sender(plan: upstream.plan, control: upstream.control)
-            upstreamTo = Array("\(upstream.senderID)@gcm.googleapis.com".utf8)
-            credits = upstream.credits
-        } else {
-            sender = nil
-            upstreamTo = []
-            credits = nil
-        }
+        upstreamTo = upstream.map { Array("\($0.senderID)@gcm.googleapis.com".utf8) } ?? []
+        credits = upstream?.credits
         self.index = index
-        payload = Array(repeating: UInt8(ascii: "x"), count: payloadBytes)
         idPrefix = Array("u\(index).".utf8)
-        super.init(login: login, recorder: recorder, established: established)
+        super.init(login: login, recorder: recorder, established: established,
+                   sender: upstream.map { Sender(plan: $0.plan, control: $0.control) }, payloadBytes: payloadBytes)
     }
-
-    override var wantsTicks: Bool { sender != nil }
 
     override func tick(now: UInt64) {
         pump(now: now)
@@ -181,13 +154,8 @@ final class DeviceChannelConnection: BenchConnection {
         }
     }
 
-    override func stanza(_ s: UnsafeRawBufferPointer, context: ChannelHandlerContext) {
-        guard ByteScan.nameIs(s, "message") else {
-            _ = answerPing(s)
-            return
-        }
-        let now = MonotonicClock.nanos()
-        if let type = ByteScan.attribute("type=", in: s), ByteScan.equals(s, type, "error") {
+    override func message(_ s: UnsafeRawBufferPointer, now: UInt64) {
+        if ByteScan.isErrorType(s) {
             recorder.errors.add(1, ordering: .relaxed)
             return
         }

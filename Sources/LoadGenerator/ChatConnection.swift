@@ -21,32 +21,22 @@ public final class DeliveryCredits: Sendable {
 /// to the receivers' full JIDs, round-robin, with `SENDER SEQ STAMP PADDING` in the body. As a
 /// receiver: measures send→receive latency and credits the sender.
 final class ChatConnection: BenchConnection {
-    var sender: Sender?
     let senderIndex: Int
     let recipients: Recipients?
     let credits: DeliveryCredits
-    let payload: [UInt8]
     var cursor: Int
 
     init(login: XMPPLogin, recorder: LoopRecorder, established: EventLoopPromise<Void>, index: Int,
          sending: (plan: SendPlan, control: RunControl, recipients: Recipients)?, credits: DeliveryCredits,
          payloadBytes: Int) {
-        if let sending {
-            sender = Sender(plan: sending.plan, control: sending.control, tracksAnswers: false)
-            recipients = sending.recipients
-            cursor = sending.recipients.count > 0 ? index % sending.recipients.count : 0
-        } else {
-            sender = nil
-            recipients = nil
-            cursor = 0
-        }
+        recipients = sending?.recipients
+        cursor = sending.map { $0.recipients.count > 0 ? index % $0.recipients.count : 0 } ?? 0
         senderIndex = index
         self.credits = credits
-        payload = Array(repeating: UInt8(ascii: "x"), count: payloadBytes)
-        super.init(login: login, recorder: recorder, established: established)
+        super.init(login: login, recorder: recorder, established: established,
+                   sender: sending.map { Sender(plan: $0.plan, control: $0.control, tracksAnswers: false) },
+                   payloadBytes: payloadBytes)
     }
-
-    override var wantsTicks: Bool { sender != nil }
 
     override func tick(now: UInt64) {
         guard sender != nil, let recipients, recipients.count > 0 else { return }
@@ -71,13 +61,8 @@ final class ChatConnection: BenchConnection {
         flush()
     }
 
-    override func stanza(_ s: UnsafeRawBufferPointer, context: ChannelHandlerContext) {
-        guard ByteScan.nameIs(s, "message") else {
-            _ = answerPing(s)
-            return
-        }
-        let now = MonotonicClock.nanos()
-        if let type = ByteScan.attribute("type=", in: s), ByteScan.equals(s, type, "error") {
+    override func message(_ s: UnsafeRawBufferPointer, now: UInt64) {
+        if ByteScan.isErrorType(s) {
             // A bounce: the sender takes its own credit back, or its window would shrink for good.
             recorder.errors.add(1, ordering: .relaxed)
             if sender != nil { credits.credits[senderIndex].value.add(1, ordering: .relaxed) }

@@ -134,20 +134,20 @@ public struct BenchResult: Sendable {
             c.add("errors", totals.errors)
             c.add("delivered", totals.delivered)
             c.add("unexpected", totals.unexpected)
-            w.add("counts", rawJSON: c.text)
+            w.add("counts", rawJSON: c.finished())
             var t = JSONObjectWriter()
             t.add("ack_per_second", json: Self.rounded(ackThroughput, 1))
             t.add("delivered_per_second", json: Self.rounded(deliveryThroughput, 1))
             t.add("ack_seconds", json: Self.rounded(ackSeconds, 3))
             t.add("delivery_seconds", json: Self.rounded(deliverySeconds, 3))
-            w.add("throughput", rawJSON: t.text)
+            w.add("throughput", rawJSON: t.finished())
             var l = JSONObjectWriter()
             l.add("unit", "ms")
             l.add("ack_label", ackLabel)
             l.add("ack", rawJSON: Self.latencyJSON(ackLatency))
             l.add("delivery_label", deliveryLabel)
             l.add("delivery", rawJSON: Self.latencyJSON(deliveryLatency))
-            w.add("latency", rawJSON: l.text)
+            w.add("latency", rawJSON: l.finished())
         }
         if let f = connectionFigures {
             var c = JSONObjectWriter()
@@ -161,7 +161,7 @@ public struct BenchResult: Sendable {
             if let v = f.rssPerConnectionBytes { c.add("server_rss_per_connection_bytes", json: Self.rounded(v, 0)) }
             if let v = f.cpuSeconds { c.add("server_cpu_seconds", json: Self.rounded(v, 3)) }
             if let e = f.firstError { c.add("first_error", e) }
-            w.add("connections_result", rawJSON: c.text)
+            w.add("connections_result", rawJSON: c.finished())
         }
         if let u = usage {
             var s = JSONObjectWriter()
@@ -176,11 +176,11 @@ public struct BenchResult: Sendable {
             s.add("rss_end_bytes", u.rssEndBytes)
             s.add("rss_peak_bytes", u.rssPeakBytes)
             s.add("vm_hwm_bytes", u.vmHWMBytes)
-            w.add("server_process", rawJSON: s.text)
+            w.add("server_process", rawJSON: s.finished())
         }
         if let g = generatorCPUSeconds { w.add("generator_cpu_seconds", json: Self.rounded(g, 3)) }
         if !notes.isEmpty { w.add("notes", json: .array(notes.map { .string($0) })) }
-        return w.text
+        return w.finished()
     }
 
     static func rounded(_ v: Double, _ places: Int) -> JSONValue {
@@ -197,7 +197,7 @@ public struct BenchResult: Sendable {
             w.add(k, json: rounded(Double(v) / 1000, 3))
         }
         w.add("mean", json: rounded(s.mean / 1000, 3))
-        return w.text
+        return w.finished()
     }
 
     // MARK: text

@@ -140,7 +140,7 @@ public struct StanzaFramer {
                 if depth == 1 { return (.stanza(stanzaStart..<pos), pos, depth, stanzaStart) }
                 continue
             }
-            guard let gt = tagEnd(b, from: lt + 1) else { return (nil, lt, depth, stanzaStart) }
+            guard let gt = ByteScan.tagEnd(b, from: lt + 1) else { return (nil, lt, depth, stanzaStart) }
             pos = gt + 1
             let selfClosing = b[gt - 1] == UInt8(ascii: "/")
             if depth == 0 {
@@ -153,24 +153,6 @@ public struct StanzaFramer {
             }
             if !selfClosing { depth += 1 }
         }
-    }
-
-    /// The `>` that ends a start tag, skipping quoted attribute values.
-    private static func tagEnd(_ b: UnsafeRawBufferPointer, from: Int) -> Int? {
-        var i = from
-        var quote: UInt8 = 0
-        while i < b.count {
-            let c = b[i]
-            if quote != 0 {
-                if c == quote { quote = 0 }
-            } else if c == UInt8(ascii: "\"") || c == UInt8(ascii: "'") {
-                quote = c
-            } else if c == UInt8(ascii: ">") {
-                return i
-            }
-            i += 1
-        }
-        return nil
     }
 }
 
@@ -229,11 +211,11 @@ public enum ByteScan {
         return memcmp(base, name.utf8Start, local.count) == 0
     }
 
-    /// The end of the element's start tag (index of its `>`).
-    public static func startTagEnd(_ stanza: UnsafeRawBufferPointer) -> Int {
+    /// The `>` that ends a start tag at or after `from`, skipping quoted attribute values.
+    static func tagEnd(_ b: UnsafeRawBufferPointer, from: Int) -> Int? {
         var quote: UInt8 = 0
-        for i in 0..<stanza.count {
-            let c = stanza[i]
+        for i in from..<max(from, b.count) {
+            let c = b[i]
             if quote != 0 {
                 if c == quote { quote = 0 }
             } else if c == UInt8(ascii: "\"") || c == UInt8(ascii: "'") {
@@ -242,7 +224,18 @@ public enum ByteScan {
                 return i
             }
         }
-        return stanza.count
+        return nil
+    }
+
+    /// `type="error"` on the element's start tag: a bounced stanza.
+    static func isErrorType(_ stanza: UnsafeRawBufferPointer) -> Bool {
+        guard let type = attribute("type=", in: stanza) else { return false }
+        return equals(stanza, type, "error")
+    }
+
+    /// The end of the element's start tag (index of its `>`).
+    public static func startTagEnd(_ stanza: UnsafeRawBufferPointer) -> Int {
+        tagEnd(stanza, from: 0) ?? stanza.count
     }
 
     /// The raw (still escaped) value of an attribute of the element's start tag; `name` is given with

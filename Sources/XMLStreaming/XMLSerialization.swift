@@ -40,25 +40,9 @@ public enum XMLEscaping {
     @inline(__always)
     static func mayNeedWork(_ string: String, attribute: Bool) -> Bool {
         let mask: UInt8 = attribute ? 3 : 1
-        let fast = string.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
-            interesting.withUnsafeBufferPointer { table in
-                for byte in bytes where table[Int(byte)] & mask != 0 { return true }
-                return false
-            }
-        }
-        if let fast { return fast }
-        for byte in string.utf8 where interesting[Int(byte)] & mask != 0 { return true }
-        return false
-    }
-
-    @inline(__always)
-    static func needsEscaping(_ byte: UInt8, attribute: Bool) -> Bool {
-        switch byte {
-        case UInt8(ascii: "&"), UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "\r"): return true
-        case UInt8(ascii: "\""), UInt8(ascii: "\n"), UInt8(ascii: "\t"): return attribute
-        case 0..<0x20: return true  // forbidden control characters
-        default: return false
-        }
+        let hit: (UInt8) -> Bool = { interesting[Int($0)] & mask != 0 }
+        return string.utf8.withContiguousStorageIfAvailable { $0.contains(where: hit) }
+            ?? string.utf8.contains(where: hit)
     }
 
     private static let replacementCharacter: [UInt8] = [0xEF, 0xBF, 0xBD]

@@ -137,8 +137,7 @@ public final class XMLStreamParser {
 
     public init(limits: XMLStreamLimits = .preAuth) {
         self.limits = limits
-        self.parser = XMLStreamParser.createExpatParser()
-        configure()
+        makeExpatParser()
     }
 
     deinit {
@@ -167,8 +166,7 @@ public final class XMLStreamParser {
 
     /// After hibernation: a new expat parser, inside the root element again, positions restarted.
     private func wake() -> XMLStreamError? {
-        parser = XMLStreamParser.createExpatParser()
-        configure()
+        makeExpatParser()
         depth = 0
         priming = true
         defer { priming = false }
@@ -229,9 +227,8 @@ public final class XMLStreamParser {
     /// pause, any unfinished input of the old document is dropped.
     public func reset() {
         if let parser { XML_ParserFree(parser) }
-        parser = XMLStreamParser.createExpatParser()
+        makeExpatParser()
         rootStartTag = []
-        configure()
         depth = 0
         rootClosed = false
         stack.removeAll()
@@ -256,12 +253,14 @@ public final class XMLStreamParser {
 
     // MARK: Driving expat
 
-    private static func createExpatParser() -> OpaquePointer {
+    /// A new expat parser, with this object's handlers, as `parser`.
+    private func makeExpatParser() {
         // The encoding argument overrides any encoding declaration: XMPP is UTF-8 only.
-        guard let parser = XML_ParserCreateNS("UTF-8", CChar(1)) else {
+        guard let created = XML_ParserCreateNS("UTF-8", CChar(1)) else {
             fatalError("XMLStreamParser: expat could not allocate a parser")
         }
-        return parser
+        parser = created
+        configure()
     }
 
     private func process(_ input: UnsafeRawBufferPointer) -> XMLStreamError? {

@@ -13,7 +13,7 @@ extension XMPPConnectionHandler {
         case .failure(.stanzaError(let description)):
             write(stanzaError(echoing: stanza, gcmText: gcm.text, description: description))
         case .failure(.nack(let nack)):
-            write(nackStanza(nack))
+            appendGCM(OutgoingJSON.nack(nack))
         case .success(.ack(let messageID, _)):
             if let link { engine.appServerAcknowledged(connectionID: link.id, messageID: messageID) }
         case .success(.nack):
@@ -26,7 +26,7 @@ extension XMPPConnectionHandler {
     private func downstream(_ message: DownstreamMessage) {
         guard let link, let sender = principal else { return }
         if link.isDraining {
-            write(nackStanza(Nack(messageID: message.messageID, from: message.to ?? message.condition,
+            appendGCM(OutgoingJSON.nack(Nack(messageID: message.messageID, from: message.to ?? message.condition,
                                   code: .connectionDraining, description: "Connection is draining")))
             return
         }
@@ -35,7 +35,7 @@ extension XMPPConnectionHandler {
             case .accept:
                 break
             case .nack:
-                write(nackStanza(Nack(messageID: message.messageID, from: message.to ?? message.condition,
+                appendGCM(OutgoingJSON.nack(Nack(messageID: message.messageID, from: message.to ?? message.condition,
                                       code: .serviceUnavailable,
                                       description: "More than \(configuration.maxPendingDownstream) messages pending on this connection")))
                 return
@@ -57,14 +57,10 @@ extension XMPPConnectionHandler {
                 case .ack(let from):
                     handler.writeGCM(OutgoingJSON.ack(messageID: messageID, from: from))
                 case .nack(let nack):
-                    handler.writeAndScheduleFlush(handler.nackStanza(nack))
+                    handler.writeGCM(OutgoingJSON.nack(nack))
                 }
             }
         }
-    }
-
-    func nackStanza(_ nack: Nack) -> String {
-        Self.gcmMessage(OutgoingJSON.nack(nack))
     }
 
     /// Upstream messages and receipts: `type="normal"` from `devices@gcm.googleapis.com`, attributes in
@@ -78,19 +74,21 @@ extension XMPPConnectionHandler {
         }
     }
 
-    /// `<message><gcm …>json</gcm></message>` straight into the pending output, flushed with the batch.
-    func writeGCM(_ json: String) {
+    /// `<message><gcm …>json</gcm></message>` (ACK, NACK, `sent` answers) straight into the pending
+    /// output; flushed at the end of the read that caused it.
+    func appendGCM(_ json: String) {
         guard context != nil, !closing else { return }
         withOutput { out in
             out.writeStaticString("<message><gcm xmlns=\"google:mobile:data\">")
             out.writeString(XMLEscaping.escapeText(json))
             out.writeStaticString("</gcm></message>")
         }
-        mailbox.needsFlush(self)
     }
 
-    static func gcmMessage(_ json: String) -> String {
-        "<message><gcm xmlns=\"google:mobile:data\">\(XMLEscaping.escapeText(json))</gcm></message>"
+    /// `appendGCM` for answers that do not come from a read: flushed with the mailbox's batch.
+    func writeGCM(_ json: String) {
+        appendGCM(json)
+        mailbox.needsFlush(self)
     }
 
     /// Spec §3.4: echoes the id and the payload; `to` is the client's full JID.

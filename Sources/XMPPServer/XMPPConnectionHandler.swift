@@ -325,7 +325,7 @@ final class ConnectionLink: AppServerLink, DeviceLink {
 
     func answerUpstream(_ json: String) {
         let handler = self.handler
-        mailbox.post { handler.value.writeAndScheduleFlush(XMPPConnectionHandler.gcmMessage(json)) }
+        mailbox.post { handler.value.writeGCM(json) }
     }
 
     func sendOutbound(_ messages: [OutboundMessage]) {

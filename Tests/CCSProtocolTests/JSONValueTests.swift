@@ -155,10 +155,10 @@ struct JSONObjectWriterTests {
         writer.add("j", json: ["y": 1, "x": [nil]])
         writer.add("s", stringMap: ["b": "2", "a": "1"])
         writer.add("r", rawJSON: "[1]")
-        #expect(writer.text == #"{"z":"last\"first","a":1,"m":-2,"b":false,"j":{"x":[null],"y":1},"s":{"a":"1","b":"2"},"r":[1]}"#)
+        #expect(writer.finished() == #"{"z":"last\"first","a":1,"m":-2,"b":false,"j":{"x":[null],"y":1},"s":{"a":"1","b":"2"},"r":[1]}"#)
     }
 
     @Test func emptyObject() {
-        #expect(JSONObjectWriter().text == "{}")
+        #expect(JSONObjectWriter().finished() == "{}")
     }
 }
