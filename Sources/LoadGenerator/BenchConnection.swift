@@ -110,7 +110,12 @@ class BenchConnection: ChannelInboundHandler {
     /// A `<message>` after login, received at `now`.
     func message(_ s: UnsafeRawBufferPointer, now: UInt64) {}
     /// Called by the loop's ticker while the session is established, if `wantsTicks`.
-    func tick(now: UInt64) {}
+    func tick(now: UInt64) {
+        pump(now: now)
+        flush()
+    }
+    /// Writes what the sender may send now (its window and plan permit); flushed by the caller.
+    func pump(now: UInt64) {}
     var wantsTicks: Bool { sender != nil }
     func closed() {}
 

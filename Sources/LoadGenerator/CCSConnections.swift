@@ -29,13 +29,7 @@ final class AppServerConnection: BenchConnection {
                    sender: sending.map { Sender(plan: $0.plan, control: $0.control) }, payloadBytes: payloadBytes)
     }
 
-    override func tick(now: UInt64) {
-        pump(now: now)
-        flush()
-    }
-
-    @inline(__always)
-    private func pump(now: UInt64) {
+    override func pump(now: UInt64) {
         guard sender != nil, let recipients, recipients.count > 0, !draining else { return }
         sender!.pump(now: now, recorder: recorder) { seq, stamp in
             let token = recipients.items[cursor]
@@ -139,13 +133,7 @@ final class DeviceChannelConnection: BenchConnection {
                    sender: upstream.map { Sender(plan: $0.plan, control: $0.control) }, payloadBytes: payloadBytes)
     }
 
-    override func tick(now: UInt64) {
-        pump(now: now)
-        flush()
-    }
-
-    @inline(__always)
-    private func pump(now: UInt64) {
+    override func pump(now: UInt64) {
         guard sender != nil, let credits else { return }
         // The window closes on delivery to an app server, not on `sent` (see DeliveryCredits).
         let unanswered = Int(sender!.nextSeq) - credits.credits[index].value.load(ordering: .relaxed)

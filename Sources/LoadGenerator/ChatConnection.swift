@@ -38,7 +38,7 @@ final class ChatConnection: BenchConnection {
                    payloadBytes: payloadBytes)
     }
 
-    override func tick(now: UInt64) {
+    override func pump(now: UInt64) {
         guard sender != nil, let recipients, recipients.count > 0 else { return }
         let credited = credits.credits[senderIndex].value.load(ordering: .relaxed)
         let unanswered = Int(sender!.nextSeq) - credited
@@ -58,7 +58,6 @@ final class ChatConnection: BenchConnection {
             out.writeBytes(payload)
             out.writeStaticString("</body></message>")
         }
-        flush()
     }
 
     override func message(_ s: UnsafeRawBufferPointer, now: UInt64) {
