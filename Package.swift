@@ -85,7 +85,22 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
-        .testTarget(name: "XMPPServerTests", dependencies: ["XMPPServer", "XMLStreaming", "CCSEngine", "CCSStore"]),
+        .testTarget(name: "XMPPServerTests", dependencies: [
+            "XMPPServer", "XMLStreaming", "CCSEngine", "CCSStore",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .testTarget(name: "CCSEmulatorTests", dependencies: [
+            "CCSEmulator",
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "SwiftASN1", package: "swift-asn1"),
+        ]),
+        .testTarget(name: "HTTPAPITests", dependencies: [
+            "HTTPAPI", "CCSEngine", "CCSStore", "CCSProtocol",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdTesting", package: "hummingbird"),
+        ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -12,6 +12,17 @@ public struct DevelopmentCA: Sendable {
                                      "fcm.googleapis.com", "gcm-http.googleapis.com", "iid.googleapis.com"]
     public static let serverAddresses: [[UInt8]] = [[127, 0, 0, 1], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]]
 
+    /// What a CA made here may issue for (NameConstraints, RFC 5280 §4.2.1.10): trusting it must not
+    /// let it vouch for any other site. DNS subtrees cover the names above and the Google and Apple
+    /// push hosts to come. IP ranges are left out on purpose: BoringSSL (swift-nio-ssl, so the device
+    /// simulator and every Swift client) refuses a chain whose CA constrains IP addresses, even with
+    /// the loopback ranges in the RFC's address + mask form, while OpenSSL accepts it (tried with
+    /// `ccs-emulator device` against a CA with `IP:127.0.0.0/255.0.0.0`: CERTIFICATE_VERIFY_FAILED).
+    public static let permittedDNSDomains = ["localhost", "googleapis.com", "google.com", "push.apple.com"]
+
+    /// A server certificate this close to its end is issued anew at start.
+    static let renewalMargin: TimeInterval = 30 * 86400
+
     public let caCertPath: String
     public let serverCertPath: String
     public let serverKeyPath: String
@@ -43,6 +54,7 @@ public struct DevelopmentCA: Sendable {
                 extensions: try Certificate.Extensions {
                     Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
                     Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                    Critical(NameConstraints(permittedDNSDomains: permittedDNSDomains))
                     SubjectKeyIdentifier(hash: caKey.publicKey)
                 },
                 issuerPrivateKey: .init(caKey))
@@ -51,7 +63,8 @@ public struct DevelopmentCA: Sendable {
             try? fm.removeItem(atPath: ca.serverCertPath)
         }
 
-        if !fm.fileExists(atPath: ca.serverCertPath) || !fm.fileExists(atPath: ca.serverKeyPath) {
+        if !fm.fileExists(atPath: ca.serverCertPath) || !fm.fileExists(atPath: ca.serverKeyPath)
+            || !serverCertificateIsCurrent(at: ca.serverCertPath, issuer: caCert, now: now) {
             let key = P256.Signing.PrivateKey()
             let subject = try DistinguishedName {
                 OrganizationName("ccs-emulator")
@@ -65,7 +78,8 @@ public struct DevelopmentCA: Sendable {
                 issuer: caCert.subject, subject: subject, signatureAlgorithm: .ecdsaWithSHA256,
                 extensions: try Certificate.Extensions {
                     Critical(BasicConstraints.notCertificateAuthority)
-                    Critical(KeyUsage(digitalSignature: true, keyEncipherment: true))
+                    // ECDSA keys sign; they cannot encipher (RFC 5480 §3), so no keyEncipherment.
+                    Critical(KeyUsage(digitalSignature: true))
                     try ExtendedKeyUsage([.serverAuth])
                     SubjectAlternativeNames(names)
                     SubjectKeyIdentifier(hash: key.publicKey)
@@ -77,9 +91,40 @@ public struct DevelopmentCA: Sendable {
         return ca
     }
 
+    /// Whether the server certificate at `path` was issued by `issuer`, covers every name the emulator
+    /// serves today, and is not near its end. A certificate from an older version (fewer names) or
+    /// another CA is replaced at start, keeping the CA that clients trust.
+    static func serverCertificateIsCurrent(at path: String, issuer: Certificate, now: Date) -> Bool {
+        guard let pem = try? String(contentsOfFile: path, encoding: .utf8),
+              let cert = try? Certificate(pemEncoded: pem),
+              cert.issuer == issuer.subject,
+              cert.notValidAfter > now.addingTimeInterval(renewalMargin),
+              let sans = try? cert.extensions.subjectAlternativeNames else { return false }
+        var dns: Set<String> = [], ips: Set<[UInt8]> = []
+        for name in sans {
+            switch name {
+            case .dnsName(let n): dns.insert(n)
+            case .ipAddress(let a): ips.insert(Array(a.bytes))
+            default: break
+            }
+        }
+        return Set(serverNames).isSubset(of: dns) && Set(serverAddresses).isSubset(of: ips)
+    }
+
+    /// Writes through a temporary file renamed into place. A private key's file is created with mode
+    /// 0600, so the key is never readable by others, not even for a moment.
     private static func write(_ text: String, to path: String, private: Bool) throws {
-        try (text + "\n").write(toFile: path, atomically: true, encoding: .utf8)
-        if `private` { chmod(path, 0o600) }
+        let temporary = path + ".tmp-\(getpid())"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC, `private` ? 0o600 : 0o644)
+        guard fd >= 0 else { throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: temporary]) }
+        if `private` { fchmod(fd, 0o600) }  // the mode above is masked by the umask; this is not
+        let bytes = Array((text + "\n").utf8)
+        let written = bytes.withUnsafeBytes { posixWrite(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        guard written == bytes.count, rename(temporary, path) == 0 else {
+            unlink(temporary)
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
+        }
     }
 }
 
@@ -88,4 +133,9 @@ extension SubjectKeyIdentifier {
         let digest = Insecure.SHA1.hash(data: key.x963Representation)
         self.init(keyIdentifier: ArraySlice(digest))
     }
+}
+
+/// The system's write(2); inside `DevelopmentCA` the name `write` is the type's own.
+private func posixWrite(_ fd: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int {
+    write(fd, buffer, count)
 }

@@ -28,8 +28,18 @@ public final class VirtualClock: EngineClock {
     /// Strictly increasing between calls, so ids made from it stay unique while time stands still.
     public func nowMicros() -> Int64 { micros.withLock { $0 } }
 
+    /// The latest time the clock can show: the end of year 9999 (every stored time, `now + TTL`
+    /// included, stays far from Int64's limit).
+    public static let maximumMillis: Int64 = 253_402_300_799_999
+
+    /// Moves the clock forward; nil (and no move) when that would pass `maximumMillis`.
     @discardableResult
-    public func advance(byMillis ms: Int64) -> Int64 {
-        micros.withLock { $0 += max(0, ms) * 1000; return $0 / 1000 }
+    public func advance(byMillis ms: Int64) -> Int64? {
+        micros.withLock { now in
+            let step = max(0, ms)
+            guard step <= Self.maximumMillis - now / 1000 else { return nil }
+            now += step * 1000
+            return now / 1000
+        }
     }
 }

@@ -19,17 +19,6 @@ public struct DeviceState: Sendable, Equatable {
         idle = o["idle"]?.boolValue ?? false
     }
 
-    /// The token of the installation that replaced this one (kept in the device's state JSON).
-    static func replacement(in json: String) -> String? {
-        (try? JSONValue.parse(json))?["replaced_by"]?.stringValue
-    }
-
-    static func marking(_ json: String, replacedBy token: String) -> String {
-        var o = (try? JSONValue.parse(json))?.objectValue ?? [:]
-        o["replaced_by"] = .string(token)
-        return JSONValue.object(o).encoded()
-    }
-
     var json: String {
         JSONValue.object(["foreground": .bool(foreground), "idle": .bool(idle)]).encoded()
     }

@@ -4,6 +4,14 @@ import CCSStore
 /// Simulated devices: registration, their connections, what they are handed, their states.
 extension Engine {
     public func registerDevice(app: String, senders: [String], platform: String) async throws(RegistrationError) -> DeviceRecord {
+        let record = try newRegistration(app: app, senders: senders, platform: platform)
+        try await commit([.upsertDevice(record)])
+        state.withLock { s in Self.add(record, &s) }
+        return record
+    }
+
+    /// A new registration (token, device id, secret), checked but not stored yet.
+    func newRegistration(app: String, senders: [String], platform: String) throws(RegistrationError) -> DeviceRecord {
         let app = app.trimmingWhitespace
         guard !app.isEmpty, app.count <= 255 else { throw .invalidRequest("\"app\" must be a non-empty package name") }
         guard platform == "android" || platform == "ios" else {
@@ -20,17 +28,16 @@ extension Engine {
             for s in unique where configuration.configuredSenders[s] == nil { throw .unknownSender(s) }
         }
         let instanceID = RegistrationToken.makeInstanceID()
-        let record = DeviceRecord(token: RegistrationToken.make(instanceID: instanceID),
-                                  deviceID: Self.randomHex(16), secret: Self.randomHex(32), app: app,
-                                  platform: platform, senders: unique, createdAt: clock.nowMillis(),
-                                  state: DeviceState().json)
-        try await commit([.upsertDevice(record)])
-        state.withLock { s in
-            s.devices[record.token] = record
-            s.deviceStates[record.token] = DeviceState()
-            s.tokenByDeviceID[record.deviceID] = record.token
-        }
-        return record
+        return DeviceRecord(token: RegistrationToken.make(instanceID: instanceID),
+                            deviceID: Self.randomHex(16), secret: Self.randomHex(32), app: app,
+                            platform: platform, senders: unique, createdAt: clock.nowMillis(),
+                            state: DeviceState().json)
+    }
+
+    static func add(_ record: DeviceRecord, _ s: inout State) {
+        s.devices[record.token] = record
+        s.deviceStates[record.token] = DeviceState(json: record.state)
+        s.tokenByDeviceID[record.deviceID] = record.token
     }
 
     func commit(_ ops: [StoreOp]) async throws(RegistrationError) {
@@ -38,6 +45,44 @@ extension Engine {
             committer.submit(ops, urgent: true) { cont.resume(returning: $0) }
         }
         if let result { throw .storeFailure("\(result)") }
+    }
+
+    /// What `change` does under the lock: the answer, the writes, and how to take the change back.
+    struct Change<T: Sendable> {
+        var value: T
+        var ops: [StoreOp]
+        /// Takes the change back; it should touch only what is still as this change left it.
+        var undo: @Sendable (inout State) -> Void
+    }
+
+    /// Changes memory and submits the writes that make it durable in one critical section, so the disk
+    /// sees changes in the order memory does; then waits for the commit. If it fails, `undo` runs
+    /// under the lock and the caller gets `storeFailure`: memory never keeps what the disk refused.
+    func change<T: Sendable>(_ body: (inout State) -> Result<Change<T>, RegistrationError>) async throws(RegistrationError) -> T {
+        let outcome: Result<T, RegistrationError> = await withCheckedContinuation {
+            (cont: CheckedContinuation<Result<T, RegistrationError>, Never>) in
+            let refusal: RegistrationError? = state.withLock { s in
+                let planned = body(&s)
+                guard case .success(let change) = planned else {
+                    if case .failure(let error) = planned { return error }
+                    return nil
+                }
+                let accepted = committer.trySubmit(change.ops, urgent: true) { [self] error in
+                    guard let error else {
+                        cont.resume(returning: .success(change.value))
+                        return
+                    }
+                    logger.error("a state change could not be stored", metadata: ["error": "\(error)"])
+                    state.withLock { change.undo(&$0) }
+                    cont.resume(returning: .failure(.storeFailure("\(error)")))
+                }
+                if accepted { return nil }
+                change.undo(&s)
+                return .storeFailure("\(StoreStopped())")
+            }
+            if let refusal { cont.resume(returning: .failure(refusal)) }
+        }
+        return try outcome.get()
     }
 
     /// The device's record if `secret` is its device secret and its app is installed.
@@ -205,19 +250,23 @@ extension Engine {
 
     /// Changes foreground/background and idle/active; leaving idle hands over what Doze held back.
     public func setDeviceState(token: String, foreground: Bool?, idle: Bool?) async throws(RegistrationError) -> DeviceState {
-        let change: (DeviceRecord, DeviceState, Bool)? = state.withLock { s in
-            guard var device = s.devices[token] else { return nil }
-            var st = s.deviceStates[token] ?? DeviceState()
-            let wasIdle = st.idle
+        let (newState, woke): (DeviceState, Bool) = try await change { s in
+            guard let before = s.devices[token] else { return .failure(.unknownDevice(token)) }
+            let stateBefore = s.deviceStates[token] ?? DeviceState()
+            var st = stateBefore
             if let foreground { st.foreground = foreground }
             if let idle { st.idle = idle }
+            var device = before
             device.state = st.json
             s.devices[token] = device
             s.deviceStates[token] = st
-            return (device, st, (wasIdle && !st.idle) || foreground == true)
+            let woke = (stateBefore.idle && !st.idle) || foreground == true
+            return .success(Change(value: (st, woke), ops: [.upsertDevice(device)], undo: { [device] s in
+                guard s.devices[token] == device else { return }
+                s.devices[token] = before
+                s.deviceStates[token] = stateBefore
+            }))
         }
-        guard let (device, newState, woke) = change else { throw .unknownDevice(token) }
-        try await commit([.upsertDevice(device)])
         // Leaving Doze, or coming to the foreground (iOS data messages), may release held messages.
         if woke, let link = state.withLock({ $0.online[token]?.link }) {
             deliverBacklog(token: token, link: link)
@@ -228,35 +277,77 @@ extension Engine {
     /// The app is uninstalled: the token is dead for good, its queue and tray are dropped, and its
     /// connection is closed. Later downstream to it gets DEVICE_UNREGISTERED.
     public func uninstall(token: String) async throws(RegistrationError) {
-        let change: (DeviceRecord, (any DeviceLink)?)? = state.withLock { s in
-            guard var device = s.devices[token] else { return nil }
-            device.status = "uninstalled"
-            s.devices[token] = device
-            let link = s.online.removeValue(forKey: token)?.link
-            return (device, link)
+        let link: (any DeviceLink)? = try await change { s in
+            guard let before = s.devices[token] else { return .failure(.unknownDevice(token)) }
+            return .success(Self.uninstalling(before, &s))
         }
-        guard let (device, link) = change else { throw .unknownDevice(token) }
         link?.close()
-        try await commit([.upsertDevice(device), .removeAllMessages(token: token), .clearTray(token: token)])
+    }
+
+    /// Marks the installation removed in memory and returns the writes that make it so on disk.
+    static func uninstalling(_ before: DeviceRecord, replacedBy fresh: DeviceRecord? = nil, _ s: inout State)
+        -> Change<(any DeviceLink)?> {
+        let token = before.token
+        var device = before
+        device.status = "uninstalled"
+        if let fresh { device.replacedBy = fresh.token }
+        s.devices[token] = device
+        // The link stays registered until the device's connection is gone (it is closed next).
+        let link = s.online.removeValue(forKey: token)?.link
+        var ops: [StoreOp] = [.upsertDevice(device), .removeAllMessages(token: token), .clearTray(token: token)]
+        if let fresh {
+            add(fresh, &s)
+            ops.append(.upsertDevice(fresh))
+        }
+        return Change(value: link, ops: ops, undo: { [device] s in
+            if let fresh, s.devices[fresh.token] == fresh {
+                s.devices[fresh.token] = nil
+                s.deviceStates[fresh.token] = nil
+                s.tokenByDeviceID[fresh.deviceID] = nil
+            }
+            guard s.devices[token] == device else { return }
+            s.devices[token] = before
+        })
     }
 
     /// Re-installing the app: a fresh registration (new token) for the same app, senders and platform.
-    /// The old token stays invalid.
+    /// The old token stays invalid. One installation is re-installed once: the check, the old token's
+    /// removal and the new registration are one change (one transaction).
     public func reinstall(token: String) async throws(RegistrationError) -> DeviceRecord {
         guard let old = device(token: token) else { throw .unknownDevice(token) }
-        if let newer = DeviceState.replacement(in: old.state) {
-            throw .invalidRequest("this installation was already re-installed as \(newer)")
+        let fresh = try newRegistration(app: old.app, senders: old.senders, platform: old.platform)
+        let link: (any DeviceLink)? = try await change { s in
+            guard let before = s.devices[token] else { return .failure(.unknownDevice(token)) }
+            if let newer = before.replacedBy {
+                return .failure(.invalidRequest("this installation was already re-installed as \(newer)"))
+            }
+            return .success(Self.uninstalling(before, replacedBy: fresh, &s))
         }
-        if old.status == "active" { try await uninstall(token: token) }
-        let fresh = try await registerDevice(app: old.app, senders: old.senders, platform: old.platform)
-        let marked: DeviceRecord? = state.withLock { s in
-            guard var d = s.devices[token] else { return nil }
-            d.state = DeviceState.marking(d.state, replacedBy: fresh.token)
-            s.devices[token] = d
-            return d
-        }
-        if let marked { try await commit([.upsertDevice(marked)]) }
+        link?.close()
         return fresh
+    }
+
+    /// Forgets every device with its queue, tray and the upstream messages and receipts waiting for app
+    /// servers; device connections close. Senders, app-server connections, the clock and the TLS
+    /// material stay. Returns how many devices were removed.
+    public func reset() async throws(RegistrationError) -> Int {
+        let (count, links): (Int, [any DeviceLink]) = try await change { s in
+            let before = (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending)
+            let links = s.online.values.map(\.link)
+            let count = s.devices.count
+            s.devices = [:]
+            s.deviceStates = [:]
+            s.tokenByDeviceID = [:]
+            s.online = [:]
+            s.outboundPending = [:]
+            for id in s.connections.keys { s.connections[id]?.inFlight = [:] }
+            return .success(Change(value: (count, links), ops: [.removeAllDevices], undo: { s in
+                guard s.devices.isEmpty else { return }
+                (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending) = before
+            }))
+        }
+        for link in links { link.close() }
+        return count
     }
 
     /// Closes the device's connection (the device goes offline), if it has one.
@@ -268,8 +359,12 @@ extension Engine {
     }
 
     /// The user taps a notification in the tray: it leaves the tray and its payload goes to the app.
+    /// A tap claims the entry first, so that two taps of one notification open it once.
     public func tapNotification(token: String, deviceMessageID: String) async throws(RegistrationError) -> TrayEntry? {
         guard device(token: token) != nil else { throw .unknownDevice(token) }
+        let claim = token + " " + deviceMessageID
+        guard state.withLock({ $0.taps.insert(claim).inserted }) else { return nil }
+        defer { state.withLock { _ = $0.taps.remove(claim) } }
         let entries: [TrayEntry]
         do { entries = try store.tray(token: token) } catch { throw .storeFailure("\(error)") }
         guard let entry = entries.first(where: { $0.deviceMessageID == deviceMessageID }) else { return nil }

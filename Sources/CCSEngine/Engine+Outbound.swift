@@ -148,7 +148,7 @@ extension Engine {
             // Expired ones are dropped by the tick, which tells the device; until then (and for TTL 0,
             // "now or never") a free window takes them.
             queue.removeFirst()
-            s.connections[chosen]?.inFlight[next.messageID] = SentOutbound(record: next, sentAt: now)
+            s.connections[chosen]?.inFlight[next.key] = SentOutbound(record: next, sentAt: now)
             batches[chosen, default: []].append(OutboundMessage(messageID: next.messageID, json: next.json))
             s.roundRobin &+= 1
         }
@@ -159,16 +159,17 @@ extension Engine {
     }
 
     /// An app server ACKed an upstream message or a receipt on `connectionID`. Only the connection that
-    /// received the message can ACK it; receipts may be ACKed with or without the `dr2:` prefix.
+    /// received the message can ACK it; receipts may be ACKed with or without the `dr2:` prefix; `to`
+    /// (the device, for upstream) picks among same-id items of different devices.
     /// Unknown and duplicate ACKs are ignored.
-    public func appServerAcknowledged(connectionID: String, messageID: String) {
+    public func appServerAcknowledged(connectionID: String, messageID: String, to: String? = nil) {
         let sends = state.withLock { s -> [Send] in
-            guard var entry = s.connections[connectionID] else { return [] }
-            let key = entry.inFlight[messageID] != nil ? messageID : DeliveryReceipt.messageIDPrefix + messageID
-            guard let sent = entry.inFlight.removeValue(forKey: key) else { return [] }
+            guard var entry = s.connections[connectionID],
+                  let key = entry.acknowledged(messageID: messageID, to: to),
+                  let sent = entry.inFlight.removeValue(forKey: key) else { return [] }
             s.connections[connectionID] = entry
             committer.submit(.removeOutbound(senderID: sent.record.senderID, kind: sent.record.kind,
-                                             messageID: sent.record.messageID))
+                                             token: sent.record.token, messageID: sent.record.messageID))
             return dispatchOutbound(sender: entry.info.senderID, &s)
         }
         perform(sends)
@@ -251,7 +252,7 @@ extension Engine {
     /// sender's queue overflowed): it is dropped, and the device that sent it (upstream) gets
     /// `send_error` with `error` through its queue.
     func outboundDropped(_ r: OutboundRecord, now: Int64, error: String) {
-        var ops: [StoreOp] = [.removeOutbound(senderID: r.senderID, kind: r.kind, messageID: r.messageID)]
+        var ops: [StoreOp] = [.removeOutbound(senderID: r.senderID, kind: r.kind, token: r.token, messageID: r.messageID)]
         var notice: QueuedMessage?
         if r.kind == "upstream" {
             let id = "send_error:\(r.messageID)"
@@ -268,4 +269,8 @@ extension Engine {
             if error == nil, let notice { handOver([notice], to: r.token) }
         }
     }
+}
+
+extension OutboundRecord {
+    var key: Engine.OutboundKey { Engine.OutboundKey(kind: kind, token: token, messageID: messageID) }
 }

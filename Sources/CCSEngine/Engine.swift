@@ -108,11 +108,37 @@ public final class Engine: Sendable {
         var sentAt: Int64
     }
 
+    /// An outbound item is one device's: two devices may use the same upstream message id, and an
+    /// app server may reuse a message id (and so a receipt id) for two devices.
+    struct OutboundKey: Hashable {
+        var kind: String
+        var token: String
+        var messageID: String
+    }
+
     struct ConnectionEntry {
         var info: AppServerConnectionInfo
         let link: any AppServerLink
-        /// Upstream messages and receipts written to this connection and not yet ACKed, by message id.
-        var inFlight: [String: SentOutbound] = [:]
+        /// Upstream messages and receipts written to this connection and not yet ACKed.
+        var inFlight: [OutboundKey: SentOutbound] = [:]
+
+        /// The in-flight item an app server's ACK of `messageID` (receipts with or without `dr2:`)
+        /// means: the one from the device named by `to` when there is one, else the oldest with that id
+        /// (a receipt's ACK carries no device; same-id receipts are then ACKed oldest first).
+        func acknowledged(messageID: String, to: String?) -> OutboundKey? {
+            if let to, inFlight[OutboundKey(kind: "upstream", token: to, messageID: messageID)] != nil {
+                return OutboundKey(kind: "upstream", token: to, messageID: messageID)
+            }
+            let receiptID = DeliveryReceipt.messageIDPrefix + messageID
+            var best: (key: OutboundKey, sent: SentOutbound)?
+            for (key, sent) in inFlight where key.messageID == messageID || key.messageID == receiptID {
+                if key.token == to { return key }
+                if best == nil || (sent.sentAt, sent.record.createdAt) < (best!.sent.sentAt, best!.sent.record.createdAt) {
+                    best = (key, sent)
+                }
+            }
+            return best?.key
+        }
     }
 
     struct State {
@@ -127,6 +153,8 @@ public final class Engine: Sendable {
         var outboundPending: [String: Deque<OutboundRecord>] = [:]
         var lastMicros: Int64 = 0
         var roundRobin = 0
+        /// Tray entries being tapped ("token id"): a second tap of the same one finds nothing.
+        var taps: Set<String> = []
     }
 
     public let configuration: Configuration
@@ -307,34 +335,58 @@ public final class Engine: Sendable {
             completion(.ack(from: to))
             return
         }
-        if deliverableNow {
-            // The device can take it now: hand it over at once and write it in the background. If the
-            // device confirms it before the writer gets to it, the write is called off and the ACK
-            // follows the confirmation; otherwise the ACK follows the commit, as for every message.
-            let ticket = WriteTicket()
-            let early = EarlyDelivery(ticket: ticket, settle: completion)
-            let sends = state.withLock { s -> [Send]? in
-                guard s.online[to]?.loaded == true else { return nil }
+        let ticket = deliverableNow ? WriteTicket() : nil
+        let early = ticket.map { EarlyDelivery(ticket: $0, settle: completion) }
+        let limits = deliverableNow ? nil : storageLimits(token: to, senderID: senderID, now: now)
+        // The installation check and the write's submission share one critical section: an uninstall
+        // (which marks the device and submits its queue's removal under this lock) comes either before
+        // (NACK) or after (its removal follows this write), never between.
+        let plan = state.withLock { s -> DownstreamPlan in
+            guard s.devices[to]?.status == "active" else { return .unregistered }
+            if let early, let ticket, s.online[to]?.loaded == true {
+                // The device can take it now: hand it over at once and write it in the background. If
+                // the device confirms it before the writer gets to it, the write is called off and the
+                // ACK follows the confirmation; otherwise the ACK follows the commit, as for every message.
                 let sends = take([queued], token: to, early: early, &s)
-                return sends.isEmpty ? nil : sends
-            }
-            if let sends {
-                committer.submit([.enqueue(queued, limits: nil)], ticket: ticket) { [self] error in
-                    completion(outcome(storing: message, to: to, error: error))
+                if !sends.isEmpty {
+                    // The collapse is not called off with the write: an older message with this key
+                    // held back (Doze) must go even when this one never reaches the disk.
+                    if let key = queued.collapseKey { committer.submit(.collapse(token: to, collapseKey: key)) }
+                    committer.submit([.enqueue(queued, limits: nil)], ticket: ticket) { [self] error in
+                        completion(outcome(storing: message, to: to, error: error))
+                    }
+                    return .live(sends)
                 }
-                perform(sends)
-                return
+                // It went offline (or to sleep) in between: store it like any other message.
+                if message.timeToLive == 0 { return .dropped }
             }
-            // It went offline (or to sleep) in between: store it like any other message.
-            if message.timeToLive == 0 { completion(.ack(from: to)); return }
+            committer.submit(.enqueue(queued, limits: limits ?? storageLimits(token: to, senderID: senderID, now: now))) { [self] error in
+                if error == nil { handOver([queued], to: to) }
+                completion(outcome(storing: message, to: to, error: error))
+            }
+            return .stored
         }
-        let limits = QueueLimits(
-            maxCollapseKeys: configuration.maxCollapseKeys, maxNonCollapsible: configuration.maxStoredNonCollapsible,
-            overflowNotice: deletedMessagesNotice(token: to, senderID: senderID, now: now))
-        committer.submit(.enqueue(queued, limits: limits)) { [self] error in
-            if error == nil { handOver([queued], to: to) }
-            completion(outcome(storing: message, to: to, error: error))
+        switch plan {
+        case .live(let sends): perform(sends)
+        case .stored: break
+        case .dropped: completion(.ack(from: to))
+        case .unregistered:
+            completion(.nack(Nack(messageID: message.messageID, from: to, code: .deviceUnregistered,
+                                  description: "Device unregistered: the app was uninstalled")))
         }
+    }
+
+    private enum DownstreamPlan {
+        case live([Send])
+        case stored
+        case dropped
+        case unregistered
+    }
+
+    private func storageLimits(token: String, senderID: String, now: Int64) -> QueueLimits {
+        QueueLimits(maxCollapseKeys: configuration.maxCollapseKeys,
+                    maxNonCollapsible: configuration.maxStoredNonCollapsible,
+                    overflowNotice: deletedMessagesNotice(token: token, senderID: senderID, now: now))
     }
 
     /// The answer once the message's write has committed (ACK) or failed (NACK INTERNAL_SERVER_ERROR).

@@ -51,7 +51,12 @@ public final class GroupCommitter: Sendable {
     private let state = Mutex(State())
     private let wake = DispatchSemaphore(value: 0)
 
-    public init(store: Store, maxBatch: Int = 4096, cancellableDelay: Duration = .zero) {
+    /// Where the writer reports a failed batch (the engine's logger; stderr by default).
+    private let logger: @Sendable (String) -> Void
+
+    public init(store: Store, maxBatch: Int = 4096, cancellableDelay: Duration = .zero,
+                logger: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data(("store: " + $0 + "\n").utf8)) }) {
+        self.logger = logger
         self.store = store
         self.maxBatch = maxBatch
         let (seconds, attos) = cancellableDelay.components
@@ -89,6 +94,14 @@ public final class GroupCommitter: Sendable {
         enqueue(.write(ops, completion, ticket, at: at, urgent: urgent), orElse: { completion?(StoreStopped()) })
     }
 
+    /// `submit` for callers that hold a lock the completion takes: when the committer has stopped it
+    /// returns false and never runs `completion` (where `submit` would run it at once, on this thread).
+    public func trySubmit(_ ops: [StoreOp], urgent: Bool = false, completion: @escaping Completion) -> Bool {
+        var accepted = true
+        enqueue(.write(ops, completion, nil, at: 0, urgent: urgent), orElse: { accepted = false })
+        return accepted
+    }
+
     public func submit(_ op: StoreOp, completion: Completion? = nil) {
         submit([op], completion: completion)
     }
@@ -103,6 +116,13 @@ public final class GroupCommitter: Sendable {
         await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
             enqueue(.stop({ cont.resume() }), orElse: { cont.resume() }, stopping: true)
         }
+    }
+
+    /// `shutdown` for callers that cannot await (a test harness's deinit): blocks until it is done.
+    public func shutdownBlocking() {
+        let done = DispatchSemaphore(value: 0)
+        enqueue(.stop({ done.signal() }), orElse: { done.signal() }, stopping: true)
+        done.wait()
     }
 
     private func enqueue(_ item: Item, orElse refused: () -> Void, stopping: Bool = false) {
@@ -123,12 +143,23 @@ public final class GroupCommitter: Sendable {
         var deadline: UInt64? = nil     // when the first delayed cancellable write is due
         var batch: [StoreOp] = []
         var completions: [Completion?] = []
+        var opCounts: [Int] = []         // ops per submitted item, to find its ops in `batch` again
         var ticketed = 0, calledOff = 0
         func flush() {
             if completions.isEmpty && calledOff == 0 { return }
-            var failure: Error?
+            var failures = [Error?](repeating: nil, count: completions.count)
             if !completions.isEmpty {
-                do { try store.apply(batch) } catch { failure = error }
+                do { try store.apply(batch) } catch {
+                    // One bad item must fail only its own caller: apply each item on its own (one
+                    // savepoint each). Only when that transaction fails too does every item fail.
+                    logger("batch of \(completions.count) failed (\(error)); applying its items one by one")
+                    var items: [[StoreOp]] = []
+                    var start = 0
+                    for n in opCounts { items.append(Array(batch[start..<start + n])); start += n }
+                    do { failures = try store.applyIsolated(items) } catch {
+                        failures = [Error?](repeating: error, count: completions.count)
+                    }
+                }
             }
             let (transactions, n, committed, off) = (completions.isEmpty ? 0 : 1, batch.count, ticketed, calledOff)
             state.withLock {
@@ -138,9 +169,10 @@ public final class GroupCommitter: Sendable {
                 $0.ticketedCalledOff += off
             }
             ticketed = 0; calledOff = 0
-            for c in completions { c?(failure) }
+            for (c, failure) in zip(completions, failures) { c?(failure) }
             batch.removeAll(keepingCapacity: true)
             completions.removeAll(keepingCapacity: true)
+            opCounts.removeAll(keepingCapacity: true)
         }
         while true {
             if let due = deadline {
@@ -183,6 +215,7 @@ public final class GroupCommitter: Sendable {
                     if batch.count + ops.count > maxBatch { flush() }
                     batch.append(contentsOf: ops)
                     completions.append(completion)
+                    opCounts.append(ops.count)
                 case .read(let body):
                     flush()
                     body()
@@ -225,5 +258,6 @@ public final class WriteTicket: Sendable {
 }
 
 public struct StoreStopped: Error, CustomStringConvertible {
+    public init() {}
     public var description: String { "the store is shutting down" }
 }

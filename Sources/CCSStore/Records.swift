@@ -25,9 +25,14 @@ public struct DeviceRecord: Sendable, Equatable {
     public var status: String
     /// Engine-owned device state (foreground/background, idle, …) as compact JSON.
     public var state: String
+    /// The token of the installation that replaced this one (set once, on reinstall). Its own field:
+    /// a state change rewrites `state` and must never lose it.
+    public var replacedBy: String?
 
     public init(token: String, deviceID: String, secret: String, app: String, platform: String,
-                senders: [String], createdAt: Int64, status: String = "active", state: String = "{}") {
+                senders: [String], createdAt: Int64, status: String = "active", state: String = "{}",
+                replacedBy: String? = nil) {
+        self.replacedBy = replacedBy
         self.token = token
         self.deviceID = deviceID
         self.secret = secret
@@ -150,12 +155,19 @@ public enum StoreOp: Sendable, Equatable {
     case enqueue(QueuedMessage, limits: QueueLimits?)
     case removeMessage(token: String, deviceMessageID: String)
     case removeAllMessages(token: String)
+    /// Drops every stored message of the token with this collapse key (a newer one replaces them).
+    /// Its own op, so that it commits even when the newer message's write is called off.
+    case collapse(token: String, collapseKey: String)
     /// Drops every queued message whose time to live has run out.
     case removeExpired(now: Int64)
     case addOutbound(OutboundRecord)
-    case removeOutbound(senderID: String, kind: String, messageID: String)
+    /// Outbound items are keyed by the device too: two devices may use the same upstream message id,
+    /// and an app server may reuse a message id (and so a receipt id) for two devices.
+    case removeOutbound(senderID: String, kind: String, token: String, messageID: String)
     case addToTray(TrayEntry)
     case removeFromTray(token: String, deviceMessageID: String)
     case clearTray(token: String)
     case setMeta(key: String, value: String)
+    /// Every device with its queue, tray and outbound items (a reset; senders and meta stay).
+    case removeAllDevices
 }

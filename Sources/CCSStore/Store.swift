@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 
 /// Durable state in SQLite (WAL mode) through GRDB.
 ///
@@ -92,19 +93,77 @@ public final class Store: Sendable {
                 );
                 """)
         }
+        m.registerMigration("v2: outbound keyed by device, replaced_by column") { db in
+            try db.execute(sql: """
+                DROP INDEX outbound_by_id;
+                CREATE UNIQUE INDEX outbound_by_id ON outbound(sender_id, kind, token, message_id);
+                ALTER TABLE device ADD COLUMN replaced_by TEXT;
+                UPDATE device SET replaced_by = json_extract(state, '$.replaced_by')
+                  WHERE json_valid(state) AND json_extract(state, '$.replaced_by') IS NOT NULL;
+                """)
+        }
         return m
+    }
+
+    // MARK: fault injection
+
+    /// Ops for which `apply` throws `InjectedStoreFailure` (nil: none). For tests and fault injection:
+    /// a full disk or an I/O error is otherwise hard to bring about on purpose.
+    private let failing = Mutex<(@Sendable (StoreOp) -> Bool)?>(nil)
+
+    public func injectFailures(_ predicate: (@Sendable (StoreOp) -> Bool)?) {
+        failing.withLock { $0 = predicate }
+    }
+
+    /// While true, every read throws `InjectedStoreFailure`.
+    private let failingReads = Atomic<Bool>(false)
+
+    public func injectReadFailures(_ on: Bool) {
+        failingReads.store(on, ordering: .relaxed)
+    }
+
+    private func read<T>(_ body: (Database) throws -> T) throws -> T {
+        if failingReads.load(ordering: .relaxed) { throw InjectedStoreFailure() }
+        return try pool.read(body)
     }
 
     // MARK: writes
 
     /// Applies every op in one transaction: all or nothing.
     public func apply(_ ops: [StoreOp]) throws {
+        let failing = self.failing.withLock { $0 }
         try pool.write { db in
-            for op in ops { try Self.apply(op, in: db) }
+            for op in ops { try Self.apply(op, in: db, failing: failing) }
         }
     }
 
-    private static func apply(_ op: StoreOp, in db: Database) throws {
+    /// Applies each item (a caller's ops) all or nothing, in one transaction: an item that fails is
+    /// rolled back to its savepoint and reported, the others commit. The result holds one entry per
+    /// item, nil for those committed. Throws only when the transaction as a whole fails.
+    public func applyIsolated(_ items: [[StoreOp]]) throws -> [Error?] {
+        let failing = self.failing.withLock { $0 }
+        var results = [Error?](repeating: nil, count: items.count)
+        try pool.writeWithoutTransaction { db in
+            try db.inTransaction {
+                for (index, ops) in items.enumerated() {
+                    try db.execute(sql: "SAVEPOINT item")
+                    do {
+                        for op in ops { try Self.apply(op, in: db, failing: failing) }
+                        try db.execute(sql: "RELEASE SAVEPOINT item")
+                    } catch {
+                        results[index] = error
+                        try db.execute(sql: "ROLLBACK TO SAVEPOINT item")
+                        try db.execute(sql: "RELEASE SAVEPOINT item")
+                    }
+                }
+                return .commit
+            }
+        }
+        return results
+    }
+
+    private static func apply(_ op: StoreOp, in db: Database, failing: (@Sendable (StoreOp) -> Bool)?) throws {
+        if let failing, failing(op) { throw InjectedStoreFailure() }
         switch op {
         case .upsertSender(let s):
             try db.cachedStatement(sql: """
@@ -113,19 +172,21 @@ public final class Store: Sendable {
                 """).execute(arguments: [s.senderID, s.serverKey, s.createdAt])
         case .upsertDevice(let d):
             try db.cachedStatement(sql: """
-                INSERT INTO device(token, device_id, secret, app, platform, senders, created_at, status, state)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO device(token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(token) DO UPDATE SET secret = excluded.secret, app = excluded.app,
                   platform = excluded.platform, senders = excluded.senders, status = excluded.status,
-                  state = excluded.state
+                  state = excluded.state, replaced_by = excluded.replaced_by
                 """).execute(arguments: [d.token, d.deviceID, d.secret, d.app, d.platform,
-                                 d.senders.joined(separator: ","), d.createdAt, d.status, d.state])
+                                 d.senders.joined(separator: ","), d.createdAt, d.status, d.state, d.replacedBy])
         case .enqueue(let m, let limits):
             try enqueue(m, limits: limits, in: db)
         case .removeMessage(let token, let id):
             try db.cachedStatement(sql: "DELETE FROM queued_message WHERE token = ? AND device_message_id = ?").execute(arguments: [token, id])
         case .removeAllMessages(let token):
             try db.cachedStatement(sql: "DELETE FROM queued_message WHERE token = ?").execute(arguments: [token])
+        case .collapse(let token, let key):
+            try db.cachedStatement(sql: "DELETE FROM queued_message WHERE token = ? AND collapse_key = ? AND kind = 'message'").execute(arguments: [token, key])
         case .removeExpired(let now):
             try db.cachedStatement(sql: "DELETE FROM queued_message WHERE expires_at <= ?").execute(arguments: [now])
         case .addOutbound(let o):
@@ -133,14 +194,18 @@ public final class Store: Sendable {
                 INSERT OR REPLACE INTO outbound(sender_id, kind, message_id, token, json, created_at, expires_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?)
                 """).execute(arguments: [o.senderID, o.kind, o.messageID, o.token, o.json, o.createdAt, o.expiresAt])
-        case .removeOutbound(let sender, let kind, let id):
-            try db.cachedStatement(sql: "DELETE FROM outbound WHERE sender_id = ? AND kind = ? AND message_id = ?").execute(arguments: [sender, kind, id])
+        case .removeOutbound(let sender, let kind, let token, let id):
+            try db.cachedStatement(sql: "DELETE FROM outbound WHERE sender_id = ? AND kind = ? AND token = ? AND message_id = ?").execute(arguments: [sender, kind, token, id])
         case .addToTray(let t):
             try db.cachedStatement(sql: "INSERT OR REPLACE INTO tray(token, device_message_id, payload, shown_at) VALUES (?, ?, ?, ?)").execute(arguments: [t.token, t.deviceMessageID, t.payload, t.shownAt])
         case .removeFromTray(let token, let id):
             try db.cachedStatement(sql: "DELETE FROM tray WHERE token = ? AND device_message_id = ?").execute(arguments: [token, id])
         case .clearTray(let token):
             try db.cachedStatement(sql: "DELETE FROM tray WHERE token = ?").execute(arguments: [token])
+        case .removeAllDevices:
+            for table in ["device", "queued_message", "outbound", "tray"] {
+                try db.execute(sql: "DELETE FROM \(table)")
+            }
         case .setMeta(let key, let value):
             try db.cachedStatement(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)").execute(arguments: [key, value])
         }
@@ -189,7 +254,7 @@ public final class Store: Sendable {
     // MARK: reads
 
     public func loadSenders() throws -> [SenderRecord] {
-        try pool.read { db in
+        try read { db in
             try Row.fetchAll(db, sql: "SELECT sender_id, server_key, created_at FROM sender").map {
                 SenderRecord(senderID: $0[0], serverKey: $0[1], createdAt: $0[2])
             }
@@ -197,21 +262,21 @@ public final class Store: Sendable {
     }
 
     public func loadDevices() throws -> [DeviceRecord] {
-        try pool.read { db in
+        try read { db in
             try Row.fetchAll(db, sql: """
-                SELECT token, device_id, secret, app, platform, senders, created_at, status, state FROM device
+                SELECT token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by FROM device
                 """).map { row in
                 let senders: String = row[5]
                 return DeviceRecord(token: row[0], deviceID: row[1], secret: row[2], app: row[3], platform: row[4],
                                     senders: senders.split(separator: ",").map(String.init),
-                                    createdAt: row[6], status: row[7], state: row[8])
+                                    createdAt: row[6], status: row[7], state: row[8], replacedBy: row[9])
             }
         }
     }
 
     /// The device's queue in arrival order.
     public func queuedMessages(token: String) throws -> [QueuedMessage] {
-        try pool.read { db in
+        try read { db in
             try Row.fetchAll(db, sql: """
                 SELECT token, device_message_id, sender_id, app_message_id, collapse_key, priority, ttl,
                   enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload
@@ -222,7 +287,7 @@ public final class Store: Sendable {
 
     /// Number of queued messages per token.
     public func queueCounts() throws -> [String: Int] {
-        try pool.read { db in
+        try read { db in
             var counts: [String: Int] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT token, COUNT(*) FROM queued_message GROUP BY token") {
                 counts[row[0]] = row[1]
@@ -234,7 +299,7 @@ public final class Store: Sendable {
     /// The largest microsecond stamp in any stored device message id (`0:<micros>%…`), so that ids
     /// made after a restart never repeat one still queued or in a tray (the virtual clock may stand still).
     public func largestMessageMicros() throws -> Int64 {
-        try pool.read { db in
+        try read { db in
             let sql = """
                 SELECT MAX(CAST(substr(id, 3, instr(id, '%') - 3) AS INTEGER)) FROM (
                   SELECT device_message_id AS id FROM queued_message UNION ALL SELECT device_message_id FROM tray
@@ -245,7 +310,7 @@ public final class Store: Sendable {
     }
 
     public func meta(_ key: String) throws -> String? {
-        try pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key]) }
+        try read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key]) }
     }
 
     private static func message(from row: Row) -> QueuedMessage {
@@ -258,7 +323,7 @@ public final class Store: Sendable {
 
     /// Every message waiting for an app server, oldest first.
     public func loadOutbound() throws -> [OutboundRecord] {
-        try pool.read { db in
+        try read { db in
             try Row.fetchAll(db, sql: """
                 SELECT sender_id, kind, message_id, token, json, created_at, expires_at FROM outbound ORDER BY seq
                 """).map {
@@ -269,7 +334,7 @@ public final class Store: Sendable {
     }
 
     public func tray(token: String) throws -> [TrayEntry] {
-        try pool.read { db in
+        try read { db in
             try Row.fetchAll(db, sql: """
                 SELECT token, device_message_id, payload, shown_at FROM tray WHERE token = ? ORDER BY shown_at, rowid
                 """, arguments: [token]).map {
@@ -277,4 +342,9 @@ public final class Store: Sendable {
             }
         }
     }
+}
+
+/// What `apply` throws for an op chosen by `injectFailures`.
+public struct InjectedStoreFailure: Error, CustomStringConvertible {
+    public var description: String { "injected store failure" }
 }

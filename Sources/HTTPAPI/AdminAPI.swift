@@ -31,6 +31,7 @@ struct APIError: Error, HTTPResponseError {
     var googleStatus: String
 
     static func badRequest(_ message: String) -> APIError { APIError(status: .badRequest, message: message, googleStatus: "INVALID_ARGUMENT") }
+    static func internalError(_ message: String) -> APIError { APIError(status: .internalServerError, message: message, googleStatus: "INTERNAL") }
     static func notFound(_ message: String) -> APIError { APIError(status: .notFound, message: message, googleStatus: "NOT_FOUND") }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
@@ -64,8 +65,31 @@ public struct AdminAPI: Sendable {
     }
 
     public func addRoutes(to router: Router<some RequestContext>) {
+        // Until there is a dashboard, `/` says where to look instead of an empty 404.
+        router.get("/") { _, _ in
+            JSONResponse.make(.object([
+                "service": .string("ccs-emulator"),
+                "info": .string("/emulator/v1/info"),
+                "docs": .string("docs/admin-api.md: every route under /emulator/v1/"),
+            ]))
+        }
         let v1 = router.group("emulator/v1")
         v1.get("health") { _, _ in JSONResponse.make(.object(["status": .string("ok")])) }
+        v1.post("store/sync") { _, _ in
+            // Everything accepted before this request is committed when it returns (crash tests wait
+            // on this fact instead of sleeping).
+            await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
+                self.engine.committer.afterPendingWrites { cont.resume() }
+            }
+            let st = self.engine.committer.statistics
+            return JSONResponse.make(.object(["durable": .bool(true), "transactions": .int(Int64(st.batches))]))
+        }
+        v1.post("reset") { _, _ in
+            do {
+                let removed = try await self.engine.reset()
+                return JSONResponse.make(.object(["devices_removed": .int(Int64(removed))]))
+            } catch let error as RegistrationError { throw Self.apiError(error) }
+        }
         v1.get("info") { _, _ in self.infoResponse() }
         v1.get("ca.pem") { _, _ in
             Response(status: .ok, headers: [.contentType: "application/x-pem-file"],
@@ -73,14 +97,14 @@ public struct AdminAPI: Sendable {
         }
         v1.post("devices") { request, context in try await self.registerDevice(request, context) }
         v1.get("devices") { _, _ in
-            let counts = (try? self.engine.queueCounts()) ?? [:]
+            let counts = try Self.reading("the queues") { try self.engine.queueCounts() }
             let devices = self.engine.allDevices().map { self.deviceJSON($0, queued: counts[$0.token] ?? 0, secrets: false) }
             return JSONResponse.make(.object(["devices": .array(devices)]))
         }
         v1.get("devices/:token") { _, context in
             let token = try context.parameters.require("token")
             guard let device = self.engine.device(token: token) else { throw APIError.notFound("no device with token \(token)") }
-            let queue = (try? self.engine.queuedMessages(token: token)) ?? []
+            let queue = try Self.reading("the queue") { try self.engine.queuedMessages(token: token) }
             var json = self.deviceJSON(device, queued: queue.count, secrets: true)
             if case .object(var fields) = json {
                 fields["queue"] = .array(queue.map(Self.queuedJSON))
@@ -167,6 +191,12 @@ public struct AdminAPI: Sendable {
         }
     }
 
+    /// A store read for a response; a failure is a 500 that says what could not be read, never an
+    /// empty answer that looks like "nothing there".
+    static func reading<T>(_ what: String, _ body: () throws -> T) throws -> T {
+        do { return try body() } catch { throw APIError.internalError("could not read \(what): \(error)") }
+    }
+
     static func jsonBody(_ request: Request) async throws -> [String: JSONValue] {
         let body = try await request.body.collect(upTo: 1 << 20)
         if body.readableBytes == 0 { return [:] }
@@ -217,7 +247,7 @@ public struct AdminAPI: Sendable {
         v1.get("devices/:token/tray") { _, context in
             let token = try context.parameters.require("token")
             guard self.engine.device(token: token) != nil else { throw APIError.notFound("no device with token \(token)") }
-            let tray = (try? self.engine.store.tray(token: token)) ?? []
+            let tray = try Self.reading("the tray") { try self.engine.store.tray(token: token) }
             return JSONResponse.make(.object(["tray": .array(tray.map(Self.trayJSON))]))
         }
         v1.post("devices/:token/tray/:id/tap") { _, context in
@@ -239,20 +269,32 @@ public struct AdminAPI: Sendable {
         v1.get("clock") { _, _ in self.clockJSON(self.engine.clock.nowMillis()) }
         v1.post("clock/advance") { request, _ in
             let fields = try await Self.jsonBody(request)
+            // Checked before any conversion: a Double too large for Int64 traps the process.
+            let limit = Self.maximumAdvanceMillis
             var ms: Int64 = 0
             if let v = fields["seconds"] {
-                guard let n = v.numberValue, n >= 0 else { throw APIError.badRequest("\"seconds\" must be a non-negative number") }
+                guard let n = v.numberValue, n.isFinite, n >= 0, n * 1000 <= Double(limit) else {
+                    throw APIError.badRequest("\"seconds\" must be a number from 0 to \(limit / 1000) (100 years)")
+                }
                 ms += Int64(n * 1000)
             }
             if let v = fields["millis"] {
-                guard let n = v.intValue, n >= 0 else { throw APIError.badRequest("\"millis\" must be a non-negative integer") }
+                guard let n = v.intValue, n >= 0, n <= limit else {
+                    throw APIError.badRequest("\"millis\" must be an integer from 0 to \(limit) (100 years)")
+                }
                 ms += n
             }
-            guard let now = await self.engine.advanceClock(byMillis: ms) else {
-                throw APIError(status: .conflict, message: "the clock is the wall clock; start with --clock virtual",
-                               googleStatus: "FAILED_PRECONDITION")
+            do {
+                return self.clockJSON(try await self.engine.advanceClock(byMillis: ms))
+            } catch let error as Engine.ClockAdvanceError {
+                switch error {
+                case .wallClock:
+                    throw APIError(status: .conflict, message: "the clock is the wall clock; start with --clock virtual",
+                                   googleStatus: "FAILED_PRECONDITION")
+                case .beyondMaximum:
+                    throw APIError.badRequest("the virtual clock cannot pass the end of year 9999")
+                }
             }
-            return self.clockJSON(now)
         }
         v1.get("outbound") { _, _ in
             let items = self.engine.outbound().sorted { ($0.senderID, $0.messageID) < ($1.senderID, $1.messageID) }
@@ -265,6 +307,9 @@ public struct AdminAPI: Sendable {
             })]))
         }
     }
+
+    /// The most one advance may move the virtual clock: 100 years.
+    static let maximumAdvanceMillis: Int64 = 100 * 366 * 86_400_000
 
     func clockJSON(_ now: Int64) -> Response {
         JSONResponse.make(.object(["now_ms": .int(now), "kind": .string(engine.isVirtualClock ? "virtual" : "wall")]))

@@ -14,8 +14,8 @@ extension XMPPConnectionHandler {
             write(stanzaError(echoing: stanza, gcmText: gcm.text, description: description))
         case .failure(.nack(let nack)):
             appendGCM(OutgoingJSON.nack(nack))
-        case .success(.ack(let messageID, _)):
-            if let link { engine.appServerAcknowledged(connectionID: link.id, messageID: messageID) }
+        case .success(.ack(let messageID, let to)):
+            if let link { engine.appServerAcknowledged(connectionID: link.id, messageID: messageID, to: to) }
         case .success(.nack):
             break // app servers never NACK (spec §5.1); there is nothing to undo
         case .success(.downstream(let message)):
@@ -46,13 +46,12 @@ extension XMPPConnectionHandler {
             }
         }
         link.pending.add(1, ordering: .relaxed)
-        let bound = link.handler
-        let mailbox = link.mailbox
         let messageID = message.messageID
         engine.downstream(message, senderID: sender) { outcome in
-            mailbox.post {
-                let handler = bound.value
-                handler.link?.pending.subtract(1, ordering: .relaxed)
+            link.mailbox.post {
+                // Counted down on the loop, with the answer written: shutdown waits for pending = 0.
+                link.pending.subtract(1, ordering: .relaxed)
+                guard let handler = link.handler.value.handler else { return }
                 switch outcome {
                 case .ack(let from):
                     handler.writeGCM(OutgoingJSON.ack(messageID: messageID, from: from))
@@ -109,7 +108,7 @@ extension XMPPConnectionHandler {
         writeAndScheduleFlush("<message><data:gcm xmlns:data=\"google:mobile:data\">\(OutgoingJSON.connectionDraining)</data:gcm></message>")
         let bound = link.handler
         drainClose = context.eventLoop.scheduleTask(in: configuration.drainGracePeriod) {
-            let handler = bound.value
+            guard let handler = bound.value.handler else { return }
             handler.perform(handler.negotiation.serverClosing())
         }
     }

@@ -154,6 +154,12 @@ public struct StreamNegotiation: Sendable {
     // MARK: after authentication
 
     private mutating func authenticatedStanza(_ stanza: XMLElement) -> [Action] {
+        if boundJID == nil && !Self.isBindRequest(stanza) {
+            // RFC 6120 §7.1: no stanza is processed before the resource is bound. Until then the
+            // session is not established: connection caps, draining and the device's online state
+            // do not yet apply to it.
+            return streamError("not-authorized", text: "bind a resource before sending stanzas (RFC 6120 section 7.1)")
+        }
         switch stanza.name {
         case "iq": return iq(stanza)
         case "presence": return []
@@ -187,6 +193,13 @@ public struct StreamNegotiation: Sendable {
         default:
             return [.write(iqError(iq, condition: "service-unavailable", type: "cancel"))]
         }
+    }
+
+    static func isBindRequest(_ stanza: XMLElement) -> Bool {
+        guard stanza.name == "iq", stanza.attribute("type") == "set", let payload = stanza.childElements.first else {
+            return false
+        }
+        return payload.name == "bind" && payload.namespace == NS.bind
     }
 
     private func replyAddressing(_ request: XMLElement) -> String {

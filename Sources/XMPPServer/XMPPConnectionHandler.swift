@@ -67,11 +67,11 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        link = ConnectionLink(handler: NIOLoopBound(self, eventLoop: context.eventLoop), mailbox: mailbox)
+        link = ConnectionLink(handler: NIOLoopBound(WeakHandler(self), eventLoop: context.eventLoop), mailbox: mailbox)
         remoteAddress = context.channel.remoteAddress?.description ?? "?"
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let bound = NIOLoopBound(WeakHandler(self), eventLoop: context.eventLoop)
         authTimeout = context.eventLoop.scheduleTask(in: configuration.authenticationTimeout) {
-            let handler = bound.value
+            guard let handler = bound.value.handler else { return }
             if !handler.negotiation.isAuthenticated {
                 handler.perform(handler.negotiation.streamError("connection-timeout"))
             }
@@ -134,9 +134,9 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     /// Frees the parser of a connection that stays quiet (it comes back with the next bytes).
     private func scheduleIdleCheck(context: ChannelHandlerContext) {
         guard let delay = configuration.idleParserRelease else { return }
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let bound = NIOLoopBound(WeakHandler(self), eventLoop: context.eventLoop)
         idleCheck = context.eventLoop.scheduleTask(in: delay) {
-            let handler = bound.value
+            guard let handler = bound.value.handler else { return }
             handler.idleCheck = nil
             guard !handler.closing, let context = handler.context else { return }
             if handler.readSinceIdleCheck || !handler.parser.hibernate() {
@@ -219,7 +219,7 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     /// Registers the established session with the engine, once even if a client binds twice. Runs
     /// after the bind result is written: go-xmpp reads the very next element as that result.
     private func registerSession() {
-        guard let link, let principal, let context, !registered else { return }
+        guard let link, let principal, context != nil, !registered else { return }
         switch role {
         case .appServer:
             let info = AppServerConnectionInfo(id: link.id, senderID: principal, remoteAddress: remoteAddress,
@@ -294,16 +294,24 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     }
 }
 
+/// The link's reference to its handler. Weak: the handler holds its link, and the engine (or a
+/// completion still in flight) may hold a link after the connection is gone; a strong reference here
+/// kept every closed connection's handler, parser and buffers alive for the life of the process.
+final class WeakHandler {
+    weak var handler: XMPPConnectionHandler?
+    init(_ handler: XMPPConnectionHandler) { self.handler = handler }
+}
+
 /// The engine's handle on one connection; safe to use from any thread: it only hops to the
-/// connection's event loop.
+/// connection's event loop, and does nothing once the connection is gone.
 final class ConnectionLink: AppServerLink, DeviceLink {
     let id: String
-    let handler: NIOLoopBound<XMPPConnectionHandler>
+    let handler: NIOLoopBound<WeakHandler>
     let mailbox: LoopMailbox
     let pending = Atomic<Int>(0)
     let draining = Atomic<Bool>(false)
 
-    init(handler: NIOLoopBound<XMPPConnectionHandler>, mailbox: LoopMailbox) {
+    init(handler: NIOLoopBound<WeakHandler>, mailbox: LoopMailbox) {
         var g = SystemRandomNumberGenerator()
         self.id = String(g.next() as UInt64, radix: 16)
         self.handler = handler
@@ -313,31 +321,17 @@ final class ConnectionLink: AppServerLink, DeviceLink {
     var pendingCount: Int { pending.load(ordering: .relaxed) }
     var isDraining: Bool { draining.load(ordering: .relaxed) }
 
-    func drain() {
-        let handler = self.handler
-        mailbox.post { handler.value.startDraining() }
-    }
-
-    func deliver(_ messages: [DeviceDelivery]) {
-        let handler = self.handler
-        mailbox.post { handler.value.deliverToDevice(messages) }
-    }
-
-    func answerUpstream(_ json: String) {
-        let handler = self.handler
-        mailbox.post { handler.value.writeGCM(json) }
-    }
-
-    func sendOutbound(_ messages: [OutboundMessage]) {
-        let handler = self.handler
-        mailbox.post { handler.value.sendToAppServer(messages) }
-    }
-
-    func close() {
+    /// Runs `body` on the connection's loop if the connection still exists.
+    func onHandler(_ body: @escaping @Sendable (XMPPConnectionHandler) -> Void) {
         let handler = self.handler
         mailbox.post {
-            let h = handler.value
-            h.perform(h.negotiation.serverClosing())
+            if let h = handler.value.handler { body(h) }
         }
     }
+
+    func drain() { onHandler { $0.startDraining() } }
+    func deliver(_ messages: [DeviceDelivery]) { onHandler { $0.deliverToDevice(messages) } }
+    func answerUpstream(_ json: String) { onHandler { $0.writeGCM(json) } }
+    func sendOutbound(_ messages: [OutboundMessage]) { onHandler { $0.sendToAppServer(messages) } }
+    func close() { onHandler { $0.perform($0.negotiation.serverClosing()) } }
 }

@@ -29,9 +29,12 @@ final class FakeAppServer: AppServerLink {
     var ids: [String] { sent.withLock { $0.map(\.messageID) } }
 }
 
-struct Harness {
+/// An engine on a temporary database and a virtual clock. Its writer thread stops with it.
+final class Harness: Sendable {
     let engine: Engine
     let clock: VirtualClock
+
+    deinit { engine.committer.shutdownBlocking() }
 
     init(configuration: Engine.Configuration = .init(), path: String? = nil, liveWriteDelay: Duration = .zero) throws {
         let dbPath = try path ?? Self.temporaryDatabasePath()
@@ -69,6 +72,18 @@ struct Harness {
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                 engine.committer.afterPendingWrites { c.resume() }
             }
+        }
+    }
+
+    struct Timeout: Error {}
+
+    /// Waits for `condition`, yielding between checks; throws after `seconds` (a bound, never a
+    /// window the test relies on: the condition is a fact that follows without outside help).
+    func waitUntil(seconds: Double = 10, _ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now.advanced(by: .seconds(seconds))
+        while !condition() {
+            if ContinuousClock.now > deadline { throw Timeout() }
+            await Task.yield()
         }
     }
 

@@ -88,9 +88,52 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         try store.apply([.addOutbound(r), .addToTray(TrayEntry(token: "t", deviceMessageID: "m", payload: "{}", shownAt: 5))])
         #expect(try store.loadOutbound() == [r])
         #expect(try store.tray(token: "t").map(\.deviceMessageID) == ["m"])
-        try store.apply([.removeOutbound(senderID: "1", kind: "receipt", messageID: "dr2:x"), .clearTray(token: "t")])
+        try store.apply([.removeOutbound(senderID: "1", kind: "receipt", token: "t", messageID: "dr2:x"), .clearTray(token: "t")])
         #expect(try store.loadOutbound().isEmpty)
         #expect(try store.tray(token: "t").isEmpty)
+    }
+
+    @Test func outboundItemsOfTwoDevicesWithOneIDAreTwoItems() throws {
+        let store = try temporaryStore()
+        let a = OutboundRecord(senderID: "1", kind: "upstream", messageID: "1", token: "a", json: "{}", createdAt: 1, expiresAt: 2)
+        var b = a
+        b.token = "b"
+        try store.apply([.addOutbound(a), .addOutbound(b)])
+        #expect(try store.loadOutbound() == [a, b])
+        try store.apply([.removeOutbound(senderID: "1", kind: "upstream", token: "b", messageID: "1")])
+        #expect(try store.loadOutbound() == [a])
+    }
+
+    @Test func aCollapseOpRemovesOnlyThatTokensMessagesWithTheKey() throws {
+        let store = try temporaryStore()
+        try store.apply([.enqueue(message("t", "a", collapseKey: "k"), limits: nil), .enqueue(message("t", "b"), limits: nil),
+                         .enqueue(message("u", "c", collapseKey: "k"), limits: nil)])
+        try store.apply([.collapse(token: "t", collapseKey: "k")])
+        #expect(try store.queuedMessages(token: "t").map(\.deviceMessageID) == ["b"])
+        #expect(try store.queuedMessages(token: "u").map(\.deviceMessageID) == ["c"])
+    }
+
+    @Test func isolatedItemsCommitWhileTheFailingOneRollsBack() throws {
+        let store = try temporaryStore()
+        store.injectFailures { if case .enqueue(let m, _) = $0 { return m.token == "bad" } else { return false } }
+        let results = try store.applyIsolated([
+            [.enqueue(message("t", "a"), limits: nil)],
+            [.enqueue(message("u", "b"), limits: nil), .enqueue(message("bad", "c"), limits: nil)],
+            [.enqueue(message("t", "d"), limits: nil)],
+        ])
+        #expect(results.map { $0 == nil } == [true, false, true])
+        #expect(try store.queuedMessages(token: "t").map(\.deviceMessageID) == ["a", "d"])
+        #expect(try store.queuedMessages(token: "u").isEmpty)  // its item rolled back as a whole
+        #expect(throws: InjectedStoreFailure.self) { try store.apply([.enqueue(message("bad", "e"), limits: nil)]) }
+    }
+
+    @Test func theReinstallMarkerRoundTripsBesideTheState() throws {
+        let store = try temporaryStore()
+        let device = DeviceRecord(token: "t", deviceID: "d", secret: "s", app: "a", platform: "android",
+                                  senders: ["1"], createdAt: 1, status: "uninstalled",
+                                  state: #"{"foreground":false,"idle":false}"#, replacedBy: "t2")
+        try store.apply([.upsertDevice(device)])
+        #expect(try store.loadDevices() == [device])
     }
 
     @Test func devicesAndSendersSurviveReopening() throws {

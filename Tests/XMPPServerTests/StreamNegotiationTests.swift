@@ -46,6 +46,13 @@ func authenticated() throws -> StreamNegotiation {
     return n
 }
 
+/// An authenticated negotiation with the resource `r` bound: the session is established.
+func established() throws -> StreamNegotiation {
+    var n = try authenticated()
+    _ = n.stanzaReceived(try stanza("<iq type='set' id='b'><bind xmlns='urn:ietf:params:xml:ns:xmpp-bind'><resource>r</resource></bind></iq>"))
+    return n
+}
+
 @Suite struct StreamNegotiationTests {
     @Test func headerEchoesTheClientsToAndOffersPlainWithoutStarttls() throws {
         var n = StreamNegotiation()
@@ -124,10 +131,10 @@ func authenticated() throws -> StreamNegotiation {
     }
 
     @Test func sessionPingRosterPresenceAndUnknownIqs() throws {
-        var n = try authenticated()
+        var n = try established()
         #expect(written(n.stanzaReceived(try stanza("<iq type='set' id='s'><session xmlns='urn:ietf:params:xml:ns:xmpp-session'/></iq>"))).contains("id=\"s\" type=\"result\""))
         let pong = written(n.stanzaReceived(try stanza("<iq type='get' id='c2s1' to='gcm.googleapis.com'><ping xmlns='urn:xmpp:ping'/></iq>")))
-        #expect(pong == "<iq from=\"gcm.googleapis.com\" id=\"c2s1\" type=\"result\"/>")
+        #expect(pong == "<iq from=\"gcm.googleapis.com\" to=\"123@gcm.googleapis.com/r\" id=\"c2s1\" type=\"result\"/>")
         #expect(written(n.stanzaReceived(try stanza("<iq type='get' id='r'><query xmlns='jabber:iq:roster'/></iq>"))).contains("<query xmlns=\"jabber:iq:roster\"/>"))
         #expect(n.stanzaReceived(try stanza("<presence/>")).isEmpty)
         #expect(written(n.stanzaReceived(try stanza("<iq type='get' id='d'><query xmlns='http://jabber.org/protocol/disco#info'/></iq>"))).contains("service-unavailable"))
@@ -139,9 +146,27 @@ func authenticated() throws -> StreamNegotiation {
         _ = n.streamOpened(try header())
         let before = n.stanzaReceived(try stanza("<message><gcm xmlns='google:mobile:data'>{}</gcm></message>"))
         #expect(written(before).contains("<stream:error><not-authorized"))
-        var m = try authenticated()
+        var m = try established()
         let after = m.stanzaReceived(try stanza("<message><gcm xmlns='google:mobile:data'>{}</gcm></message>"))
         #expect(after.contains { if case .stanza = $0 { return true } else { return false } })
+    }
+
+    /// RFC 6120 §7.1: before the resource is bound no stanza is processed; the bind itself is.
+    @Test(arguments: [
+        "<message><gcm xmlns='google:mobile:data'>{}</gcm></message>",
+        "<presence/>",
+        "<iq type='get' id='p'><ping xmlns='urn:xmpp:ping'/></iq>",
+        "<iq type='set' id='s'><session xmlns='urn:ietf:params:xml:ns:xmpp-session'/></iq>",
+    ])
+    func stanzasBeforeTheBindEndTheStreamWithNotAuthorized(_ xml: String) throws {
+        var n = try authenticated()
+        let actions = n.stanzaReceived(try stanza(xml))
+        #expect(written(actions).contains("<stream:error><not-authorized xmlns=\"urn:ietf:params:xml:ns:xmpp-streams\"/><text"))
+        #expect(actions.contains(.close))
+        #expect(!actions.contains { if case .stanza = $0 { return true } else { return false } })
+        var m = try authenticated()
+        let bind = m.stanzaReceived(try stanza("<iq type='set' id='b'><bind xmlns='urn:ietf:params:xml:ns:xmpp-bind'/></iq>"))
+        #expect(bind.contains { if case .bound = $0 { return true } else { return false } })
     }
 
     @Test func parseErrorsBecomeStreamErrorsWithAHeaderFirst() throws {

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ccs_support import list_connections, new_key, new_sender_id, register_device
+from ccs_support import list_connections, new_key, new_sender_id, register_device, store_sync
 from ccs_support.upstream import (
     DRAINING_EXACT, UPSTREAM_HEAD, UPSTREAM_TAIL, RawAppServer, RawDevice, SlixAppServer, advance_clock,
     connection_id, drain, expect_sent, outbound_ids, send_many, send_upstream, sender_connections,
@@ -624,7 +624,7 @@ def test_upstream_ttl_zero_is_delivered_or_reported(start_server, devices, apps)
     else:
         assert errors[0] == {"event": "send_error", "message_id": "ttl-zero", "error": "TTL_EXCEEDED"}, errors
     assert outbound_ids(srv.http_base, sender) == {}
-    time.sleep(1.0)  # let the removal reach the disk (ACKs and expiry are committed asynchronously)
+    store_sync(srv.http_base)  # the removal is on disk (ACKs and expiry are committed asynchronously)
     app.close()
     srv.kill()
     srv.start()

@@ -55,3 +55,11 @@ def list_connections(base: str) -> list[dict]:
     status, body = http_json("GET", f"{base}/emulator/v1/connections")
     assert status == 200, f"GET /emulator/v1/connections -> {status} {body!r}"
     return body["connections"]
+
+
+def store_sync(base: str) -> dict:
+    """POST /emulator/v1/store/sync: returns once everything the server accepted is durable, so a
+    crash test kills the server on that fact rather than after a sleep."""
+    status, body = http_json("POST", f"{base}/emulator/v1/store/sync")
+    assert status == 200 and body.get("durable") is True, f"POST /emulator/v1/store/sync -> {status} {body!r}"
+    return body

@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 from .device import DeviceCLI
-from .admin_api import get_device, http_json, list_connections, list_devices, register_device
+from .admin_api import get_device, http_json, list_connections, list_devices, register_device, store_sync
 from .server import EmulatorServer, emulator_bin
 from .xmpp import XmppConn
 
 __all__ = [
     "DeviceCLI", "EmulatorServer", "XmppConn", "emulator_bin", "get_device", "http_json",
-    "list_connections", "list_devices", "register_device", "new_sender_id", "run_aiofcm",
+    "list_connections", "list_devices", "register_device", "new_sender_id", "run_aiofcm", "store_sync",
 ]
 
 _counter = itertools.count(1)

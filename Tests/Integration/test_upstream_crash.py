@@ -6,27 +6,25 @@ messages that were stored while no app server was connected.)
 What counts as committed: a device's `sent` event is given only after the message is stored,
 so every upstream message here survives the kill. An app server's ACK gets no answer, so the
 test cannot see when its removal was committed: it waits for a barrier (a downstream message
-the server NACKs, proving the ACKs before it were handled) and then COMMIT_WINDOW seconds more
-for the group commit to reach the disk before the kill. An ACK that arrived in the last moments
-before a crash may legitimately be lost (the message then comes again — at-least-once); the
-window keeps this test clear of that case.
+the server NACKs, proving the ACKs before it were handled) and then for POST /emulator/v1/store/sync,
+which returns once everything handled is on disk. An ACK that arrived in the last moments before a
+crash may legitimately be lost (the message then comes again — at-least-once); the sync keeps this
+test clear of that case.
 """
 
 from __future__ import annotations
 
 import signal
-import time
 from types import SimpleNamespace
 
 import pytest
 
-from ccs_support import new_key, new_sender_id
+from ccs_support import new_key, new_sender_id, store_sync
 from ccs_support.upstream import (
     RawAppServer, outbound_ids, send_many, settle, start_device, wait_until,
 )
 
 APP = "com.example.upcrash"
-COMMIT_WINDOW = 1.0   # seconds between the last ACK being handled and the SIGKILL (see above)
 
 
 @pytest.fixture
@@ -86,7 +84,7 @@ def test_restart_with_upstream_in_flight(start_server, devices, raw_apps, how):
     app.ack_all(r for r in first if r.message_id in acked)
     app.wait_upstream(30)
     app.barrier()                     # every ACK above has been handled
-    time.sleep(COMMIT_WINDOW)         # …and, after this, committed
+    store_sync(srv.http_base)         # …and, once this returns, committed
     in_flight = set(app.upstream_ids()) - acked
     expected = set(all_ids) - acked
     assert len(acked) == 10 and len(in_flight) == 20 and len(expected) == 30

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 OPENSSL = shutil.which("openssl")
+FIXTURES = Path(__file__).resolve().parents[2] / "Fixtures" / "tls"
 pytestmark = pytest.mark.skipif(OPENSSL is None, reason="openssl CLI not installed (scripts/setup installs it)")
 
 # OpenSSL 3 allows TLS < 1.2 only at security level 0 (else it fails client-side with
@@ -47,12 +48,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def legacy_tls_server(tmp_path_factory):
     """A throwaway openssl s_server that accepts TLS 1.0/1.1 (control for the client options)."""
-    d = tmp_path_factory.mktemp("legacy-tls")
-    key, cert = d / "key.pem", d / "cert.pem"
-    subprocess.run([OPENSSL, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost", "-days", "1",
-                    "-addext", "subjectAltName=DNS:localhost,DNS:gcm.googleapis.com"],
-                   check=True, capture_output=True, timeout=30)
+    key, cert = FIXTURES / "legacy-control-key.pem", FIXTURES / "legacy-control.pem"
     port = free_port()
     proc = subprocess.Popen([OPENSSL, "s_server", "-accept", f"127.0.0.1:{port}", "-cert", str(cert),
                              "-key", str(key), *LEGACY, "-quiet"],
@@ -145,3 +141,18 @@ def test_certificate_rejects_other_names(server):
     rc, out = s_client(server.ccs_port, "-tls1_2", *verified(server.ca_cert, "example.com"))
     assert rc != 0, out
     assert "hostname mismatch" in out or "Verify return code: 62" in out, out
+
+
+def test_tls_cert_serves_the_given_chain(start_server):
+    """--tls-cert/--tls-key: the emulator serves that chain (no development CA), and the ready line's
+    ca_cert and GET /emulator/v1/ca.pem point at the given file."""
+    import urllib.request
+    chain = FIXTURES / "custom-chain.pem"
+    srv = start_server(extra_args=["--tls-cert", str(chain), "--tls-key", str(FIXTURES / "custom-server-key.pem")])
+    assert srv.ca_cert == str(chain)
+    with urllib.request.urlopen(srv.http_base + "/emulator/v1/ca.pem", timeout=10) as r:
+        assert r.read().decode() == chain.read_text()
+    rc, out = s_client(srv.ccs_port, *verified(str(FIXTURES / "custom-ca.pem")))
+    assert "Verify return code: 0 (ok)" in out, out[-2000:]
+    rc, out = s_client(srv.ccs_port, *verified(str(FIXTURES / "custom-ca.pem"), "example.com"))
+    assert "Verify return code: 0 (ok)" not in out

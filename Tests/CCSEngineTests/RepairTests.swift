@@ -1,0 +1,234 @@
+import CCSEngine
+import CCSProtocol
+import CCSStore
+import Foundation
+import Synchronization
+import Testing
+
+/// One test per defect of issue 10; each failed before its fix.
+@Suite struct RepairTests {
+    // MARK: 2. outbound items of different devices with the same id
+
+    @Test func sameUpstreamIDFromTwoDevicesSurvivesARestartAndEachAckRemovesOnlyItsOwn() async throws {
+        let path = try Harness.temporaryDatabasePath()
+        let (a, b): (String, String)
+        do {
+            let h = try Harness(path: path)
+            a = try await h.register().token
+            b = try await h.register().token
+            #expect(await h.upstream(a, ["to": "111@gcm.googleapis.com", "message_id": "1"]) == .sent(messageID: "1"))
+            #expect(await h.upstream(b, ["to": "111@gcm.googleapis.com", "message_id": "1"]) == .sent(messageID: "1"))
+            // Like kill -9 before any app server ACKed: nothing but the store carries over.
+            await h.engine.committer.shutdown()
+        }
+        let h = try Harness(path: path)
+        #expect(Set(try h.engine.store.loadOutbound().map(\.token)) == [a, b])
+        let server = h.appServer(id: "c")
+        let delivered = server.sent.withLock { $0 }.compactMap { try? JSONValue.parse($0.json)["from"]?.stringValue }
+        #expect(Set(delivered) == [a, b])
+        h.engine.appServerAcknowledged(connectionID: "c", messageID: "1", to: b)
+        await h.settle()
+        #expect(try h.engine.store.loadOutbound().map(\.token) == [a])
+        #expect(h.engine.outbound().map(\.token) == [a])
+    }
+
+    @Test func receiptsForTheSameAppMessageIDOnTwoDevicesAreBothKept() async throws {
+        let h = try Harness()
+        let d1 = try await h.register(), d2 = try await h.register()
+        let one = await h.connect(d1.token), two = await h.connect(d2.token)
+        _ = await h.send(data("same", to: d1.token) { $0.deliveryReceiptRequested = true })
+        _ = await h.send(data("same", to: d2.token) { $0.deliveryReceiptRequested = true })
+        h.engine.deviceAcknowledged(token: d1.token, deviceMessageID: one.ids[0])
+        h.engine.deviceAcknowledged(token: d2.token, deviceMessageID: two.ids[0])
+        await h.settle()
+        #expect(Set(try h.engine.store.loadOutbound().map(\.token)) == [d1.token, d2.token])
+        let server = h.appServer(id: "c")
+        #expect(server.ids == ["dr2:same", "dr2:same"])
+        // A receipt's ACK names no device: each ACK takes one of them.
+        h.engine.appServerAcknowledged(connectionID: "c", messageID: "dr2:same", to: "gcm.googleapis.com")
+        await h.settle()
+        #expect(try h.engine.store.loadOutbound().count == 1)
+        h.engine.appServerAcknowledged(connectionID: "c", messageID: "dr2:same")
+        await h.settle()
+        #expect(try h.engine.store.loadOutbound().isEmpty)
+    }
+
+    // MARK: 3. a called-off live write must not call off its collapse
+
+    @Test func aConfirmedLiveMessageStillCollapsesTheHeldOneWithItsKey() async throws {
+        let h = try Harness(liveWriteDelay: .seconds(3600))
+        let d = try await h.register()
+        _ = try await h.engine.setDeviceState(token: d.token, foreground: nil, idle: true)
+        let device = await h.connect(d.token)
+        #expect(await h.send(data("old", to: d.token) { $0.collapseKey = "score" }) == .ack(from: d.token))
+        #expect(device.ids.isEmpty)  // Doze holds the normal-priority message
+        let outcome = Mutex<DownstreamOutcome?>(nil)
+        h.engine.downstream(data("new", to: d.token) { $0.collapseKey = "score"; $0.priority = .high },
+                            senderID: "111") { o in outcome.withLock { $0 = o } }
+        #expect(device.ids.count == 1)
+        h.engine.deviceAcknowledged(token: d.token, deviceMessageID: device.ids[0])
+        #expect(outcome.withLock { $0 } == .ack(from: d.token))  // called off: acked on confirmation
+        await h.settle()
+        #expect(try h.queue(d.token).isEmpty)
+        _ = try await h.engine.setDeviceState(token: d.token, foreground: nil, idle: false)
+        await h.settle()
+        // Before the fix, "old" came back here, after the newer message with its key.
+        #expect(device.payloads.map { $0["data"]?["id"] } == [.string("new")])
+    }
+
+    // MARK: 5. numbers from outside
+
+    @Test func theVirtualClockCannotBeMovedPastItsLimit() async throws {
+        let h = try Harness()
+        await #expect(throws: Engine.ClockAdvanceError.beyondMaximum) {
+            try await h.engine.advanceClock(byMillis: .max)
+        }
+        let before = h.clock.nowMillis()
+        await #expect(throws: Engine.ClockAdvanceError.beyondMaximum) {
+            try await h.engine.advanceClock(byMillis: VirtualClock.maximumMillis - before + 1)
+        }
+        #expect(h.clock.nowMillis() == before)
+        #expect(try await h.engine.advanceClock(byMillis: VirtualClock.maximumMillis - before) == VirtualClock.maximumMillis)
+    }
+
+    // MARK: 6. the reinstall marker is its own field
+
+    @Test func aStateChangeAfterAReinstallDoesNotAllowASecondReinstall() async throws {
+        let path = try Harness.temporaryDatabasePath()
+        let token: String
+        do {
+            let h = try Harness(path: path)
+            token = try await h.register().token
+            let fresh = try await h.engine.reinstall(token: token)
+            _ = try await h.engine.setDeviceState(token: token, foreground: false, idle: nil)
+            await #expect(throws: RegistrationError.invalidRequest("this installation was already re-installed as \(fresh.token)")) {
+                _ = try await h.engine.reinstall(token: token)
+            }
+            await h.engine.committer.shutdown()
+        }
+        let h = try Harness(path: path)
+        #expect(h.engine.device(token: token)?.replacedBy != nil)
+        await #expect(throws: RegistrationError.self) { _ = try await h.engine.reinstall(token: token) }
+        #expect(h.engine.allDevices().count == 2)
+    }
+
+    @Test func concurrentReinstallsOfOneInstallationMakeOneNewToken() async throws {
+        let h = try Harness()
+        let token = try await h.register().token
+        async let first = try? h.engine.reinstall(token: token)
+        async let second = try? h.engine.reinstall(token: token)
+        let results = await [first, second]
+        #expect(results.compactMap { $0 }.count == 1)
+        #expect(h.engine.allDevices().count == 2)
+    }
+
+    // MARK: 7. memory follows the disk when a commit fails
+
+    @Test func aFailedStateChangeLeavesMemoryAsTheDiskHasIt() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        h.engine.store.injectFailures { if case .upsertDevice = $0 { return true } else { return false } }
+        await #expect(throws: RegistrationError.self) {
+            _ = try await h.engine.setDeviceState(token: d.token, foreground: false, idle: true)
+        }
+        #expect(h.engine.deviceState(token: d.token) == DeviceState())
+        await #expect(throws: RegistrationError.self) { try await h.engine.uninstall(token: d.token) }
+        #expect(h.engine.device(token: d.token)?.status == "active")
+        h.engine.store.injectFailures(nil)
+        #expect(await h.send(data("m", to: d.token)) == .ack(from: d.token))
+        #expect(try h.engine.store.loadDevices().first?.status == "active")
+    }
+
+    // MARK: 8. uninstall racing downstream
+
+    @Test func noMessageIsStoredForATokenOnceItsUninstallCommitted() async throws {
+        let h = try Harness()
+        for _ in 0..<20 {
+            let d = try await h.register()
+            let token = d.token
+            await withTaskGroup(of: Void.self) { group in
+                for i in 0..<40 {
+                    group.addTask { _ = await h.send(data("m\(i)", to: token)) }
+                    if i == 20 { group.addTask { try? await h.engine.uninstall(token: token) } }
+                }
+            }
+            await h.settle()
+            #expect(try h.queue(token).isEmpty)
+        }
+    }
+
+    // MARK: 9. one failing op fails only its caller
+
+    @Test func aFailingWriteNacksOnlyItsOwnMessage() async throws {
+        // A long live-write delay holds the batch: the two sends below are committed together.
+        let h = try Harness(liveWriteDelay: .seconds(3600))
+        let good = try await h.register(), bad = try await h.register()
+        let holder = try await h.register()
+        _ = await h.connect(holder.token)
+        h.engine.downstream(data("hold", to: holder.token), senderID: "111") { _ in }  // a ticketed write, delayed
+        h.engine.store.injectFailures { op in
+            if case .enqueue(let m, _) = op { return m.token == bad.token } else { return false }
+        }
+        // Both writes are submitted before `downstream` returns (the device is offline: stored path).
+        let outcomes = Mutex<[String: DownstreamOutcome]>([:])
+        h.engine.downstream(data("ok", to: good.token), senderID: "111") { o in outcomes.withLock { $0["ok"] = o } }
+        h.engine.downstream(data("bad", to: bad.token), senderID: "111") { o in outcomes.withLock { $0["bad"] = o } }
+        await h.settle()  // urgent: takes the held batch now, as one transaction
+        #expect(outcomes.withLock { $0["ok"] } == .ack(from: good.token))
+        guard case .nack(let nack)? = outcomes.withLock({ $0["bad"] }) else { Issue.record("expected a NACK"); return }
+        #expect(nack.code == .internalServerError)
+        #expect(try h.queue(good.token).count == 1)
+        #expect(try h.queue(bad.token).isEmpty)
+    }
+
+    @Test func theWholeBatchFailsOnlyWhenTheStoreDoes() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        h.engine.store.injectFailures { if case .enqueue = $0 { return true } else { return false } }
+        guard case .nack(let nack) = await h.send(data("m", to: d.token)) else { Issue.record("expected a NACK"); return }
+        #expect(nack.code == .internalServerError)
+        #expect(nack.description == "Internal server error")
+    }
+
+    // MARK: 10. two taps of one notification
+
+    @Test func twoConcurrentTapsOpenANotificationOnce() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        _ = try await h.engine.setDeviceState(token: d.token, foreground: false, idle: nil)
+        let device = await h.connect(d.token)
+        _ = await h.send(DownstreamMessage(to: d.token, messageID: "n1", notification: ["title": "t"]))
+        h.engine.deviceAcknowledged(token: d.token, deviceMessageID: device.ids[0])
+        await h.settle()
+        let id = try #require(try h.engine.store.tray(token: d.token).first?.deviceMessageID)
+        async let a = h.engine.tapNotification(token: d.token, deviceMessageID: id)
+        async let b = h.engine.tapNotification(token: d.token, deviceMessageID: id)
+        let opened = try await [a, b].compactMap { $0 }
+        #expect(opened.count == 1)
+    }
+
+    // MARK: reset
+
+    @Test func resetForgetsDevicesQueuesAndOutboundButKeepsConnections() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        let server = h.appServer(id: "c")
+        let device = await h.connect(d.token)
+        _ = await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": "u1"])
+        _ = try await h.engine.setDeviceState(token: d.token, foreground: nil, idle: true)
+        _ = await h.send(data("held", to: d.token))
+        await h.settle()
+        #expect(try await h.engine.reset() == 1)
+        let closed = device.closed.load(ordering: .relaxed)
+        #expect(closed)
+        #expect(h.engine.allDevices().isEmpty)
+        #expect(try h.engine.store.loadDevices().isEmpty)
+        #expect(try h.engine.store.loadOutbound().isEmpty)
+        #expect(try h.queue(d.token).isEmpty)
+        #expect(h.engine.connections().map(\.info.id) == ["c"])
+        #expect(h.engine.connections().first?.unackedOutbound == 0)
+        guard case .nack(let nack) = await h.send(data("after", to: d.token)) else { Issue.record("expected NACK"); return }
+        #expect(nack.code == .badRegistration)
+        _ = server
+    }
+}

@@ -1,0 +1,154 @@
+import CCSEngine
+import CCSProtocol
+import CCSStore
+import Foundation
+import HTTPAPI
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// The admin API through Hummingbird's router test client: the real routes, no socket.
+@Suite struct AdminAPITests {
+    final class Fixture: Sendable {
+        let engine: Engine
+        let clock = VirtualClock(startMillis: 1_700_000_000_000)
+
+        init(clock wall: Bool = false) throws {
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-admin-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            let store = try Store(path: dir.appendingPathComponent("db.sqlite").path, durability: .normal)
+            engine = try Engine(committer: GroupCommitter(store: store),
+                                clock: wall ? WallClock() : clock, configuration: .init())
+        }
+
+        deinit { engine.committer.shutdownBlocking() }
+
+        func test(_ body: @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+            let router = Router()
+            AdminAPI(engine: engine, info: {
+                EmulatorInfo(ccsPort: 1, devicePort: 2, httpPort: 3, caCertPath: "/ca.pem", caCertPEM: "PEM", dataDir: "/d")
+            }).addRoutes(to: router)
+            try await Application(router: router).test(.router, body)
+        }
+    }
+
+    static func json(_ response: TestResponse) throws -> JSONValue { try JSONValue.parse(String(buffer: response.body)) }
+
+    static func post(_ client: any TestClientProtocol, _ uri: String, _ body: String = "") async throws -> TestResponse {
+        try await client.execute(uri: uri, method: .post, body: ByteBuffer(string: body))
+    }
+
+    @Test func theRootPointsToTheInfoRoute() async throws {
+        try await Fixture().test { client in
+            let response = try await client.execute(uri: "/", method: .get)
+            #expect(response.status == .ok)
+            #expect(try Self.json(response)["info"] == .string("/emulator/v1/info"))
+        }
+    }
+
+    /// Issue 10, defect 5: `{"seconds":1e20}` trapped the process (even on the wall clock).
+    @Test(arguments: [#"{"seconds":1e20}"#, #"{"seconds":-1}"#, #"{"millis":9223372036854775807}"#,
+                      #"{"seconds":"10"}"#, #"{"seconds":1e300,"millis":1}"#])
+    func outOfRangeClockAdvancesAre400(_ body: String) async throws {
+        for wall in [false, true] {
+            try await Fixture(clock: wall).test { client in
+                let response = try await Self.post(client, "/emulator/v1/clock/advance", body)
+                #expect(response.status == .badRequest)
+                #expect(try Self.json(response)["error"]?["status"] == .string("INVALID_ARGUMENT"))
+            }
+        }
+    }
+
+    @Test func theClockMovesAndStopsAtItsLimit() async throws {
+        let f = try Fixture()
+        try await f.test { client in
+            let moved = try await Self.post(client, "/emulator/v1/clock/advance", #"{"seconds":1.5}"#)
+            #expect(try Self.json(moved)["now_ms"] == .int(1_700_000_001_500))
+            // 100 years at a time is allowed, but never past the end of year 9999.
+            var last = moved.status
+            for _ in 0..<90 { last = try await Self.post(client, "/emulator/v1/clock/advance", #"{"seconds":3155760000}"#).status }
+            #expect(last == .badRequest)
+            #expect(f.clock.nowMillis() <= VirtualClock.maximumMillis)
+        }
+    }
+
+    @Test func theWallClockCannotBeAdvanced() async throws {
+        try await Fixture(clock: true).test { client in
+            let response = try await Self.post(client, "/emulator/v1/clock/advance", #"{"seconds":1}"#)
+            #expect(response.status == .conflict)
+        }
+    }
+
+    /// Issue 10, defect 10: a failed read answered 200 with an empty list.
+    @Test func aFailingReadIs500NotAnEmptyAnswer() async throws {
+        let f = try Fixture()
+        let device = try await f.engine.registerDevice(app: "com.example.app", senders: ["1"], platform: "android")
+        f.engine.store.injectReadFailures(true)
+        try await f.test { client in
+            for uri in ["/emulator/v1/devices", "/emulator/v1/devices/\(device.token)", "/emulator/v1/devices/\(device.token)/tray"] {
+                let response = try await client.execute(uri: uri, method: .get)
+                #expect(response.status == .internalServerError, "\(uri)")
+                #expect(try Self.json(response)["error"]?["message"]?.stringValue?.hasPrefix("could not read") == true)
+            }
+        }
+    }
+
+    @Test func registerChangeStateAndUninstall() async throws {
+        try await Fixture().test { client in
+            let created = try await Self.post(client, "/emulator/v1/devices", #"{"app":"com.example.app","senders":["123"]}"#)
+            #expect(created.status == .created)
+            let token = try #require(try Self.json(created)["token"]?.stringValue)
+            let state = try await Self.post(client, "/emulator/v1/devices/\(token)/state", #"{"background":true}"#)
+            #expect(try Self.json(state) == .object(["foreground": .bool(false), "idle": .bool(false)]))
+            #expect(try await Self.post(client, "/emulator/v1/devices/\(token)/state", #"{"sleepy":true}"#).status == .badRequest)
+            #expect(try await Self.post(client, "/emulator/v1/devices/\(token)/uninstall").status == .ok)
+            let shown = try Self.json(try await client.execute(uri: "/emulator/v1/devices/\(token)", method: .get))
+            #expect(shown["status"] == .string("uninstalled"))
+            #expect(try await Self.post(client, "/emulator/v1/devices/nope/uninstall").status == .notFound)
+            #expect(try await Self.post(client, "/emulator/v1/devices", "not json").status == .badRequest)
+        }
+    }
+
+    @Test func aFailedStoreWriteIs500AndChangesNothing() async throws {
+        let f = try Fixture()
+        let device = try await f.engine.registerDevice(app: "com.example.app", senders: ["1"], platform: "android")
+        f.engine.store.injectFailures { _ in true }
+        try await f.test { client in
+            let response = try await Self.post(client, "/emulator/v1/devices/\(device.token)/state", #"{"idle":true}"#)
+            #expect(response.status == .internalServerError)
+        }
+        #expect(f.engine.deviceState(token: device.token)?.idle == false)
+    }
+
+    @Test func syncAnswersOnceEverythingAcceptedIsDurable() async throws {
+        let f = try Fixture()
+        let device = try await f.engine.registerDevice(app: "com.example.app", senders: ["1"], platform: "android")
+        f.engine.downstream(DownstreamMessage(to: device.token, messageID: "m", data: ["k": "v"]), senderID: "1") { _ in }
+        try await f.test { client in
+            let response = try await Self.post(client, "/emulator/v1/store/sync")
+            #expect(response.status == .ok)
+            #expect(try Self.json(response)["durable"] == .bool(true))
+        }
+        #expect(try f.engine.store.queuedMessages(token: device.token).count == 1)
+    }
+
+    @Test func resetRemovesDevicesAndKeepsTheRest() async throws {
+        let f = try Fixture()
+        _ = try await f.engine.registerDevice(app: "com.example.app", senders: ["1"], platform: "android")
+        try await f.test { client in
+            let response = try await Self.post(client, "/emulator/v1/reset")
+            #expect(try Self.json(response)["devices_removed"] == .int(1))
+            let list = try Self.json(try await client.execute(uri: "/emulator/v1/devices", method: .get))
+            #expect(list["devices"] == .array([]))
+        }
+    }
+
+    @Test func tappingWhatIsNotInTheTrayIs404() async throws {
+        let f = try Fixture()
+        let device = try await f.engine.registerDevice(app: "com.example.app", senders: ["1"], platform: "android")
+        try await f.test { client in
+            let response = try await Self.post(client, "/emulator/v1/devices/\(device.token)/tray/0:1%25abc/tap")
+            #expect(response.status == .notFound)
+        }
+    }
+}
