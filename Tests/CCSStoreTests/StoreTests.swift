@@ -166,21 +166,21 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         await committer.shutdown()
     }
 
-    @Test func concurrentSubmissionsAreGroupedIntoFewerTransactions() async throws {
-        let committer = GroupCommitter(store: try temporaryStore())
+    @Test func writesSubmittedWhileTheWriterIsBusyShareOneTransaction() async throws {
+        // A ticketed write waiting out its delay holds the writer: everything submitted meanwhile
+        // waits behind it, and the urgent read at the end takes all of it as one batch.
+        let committer = GroupCommitter(store: try temporaryStore(), cancellableDelay: .seconds(3600))
         let n = 2000
-        await withTaskGroup(of: Void.self) { group in
-            for i in 0..<n {
-                group.addTask {
-                    await withCheckedContinuation { cont in
-                        committer.submit(.enqueue(message("t", "m\(i)"), limits: nil)) { _ in cont.resume() }
-                    }
-                }
-            }
+        committer.submit([.enqueue(message("h", "held"), limits: nil)], ticket: WriteTicket())
+        let done = Atomic<Int>(0)
+        for i in 0..<n {
+            committer.submit(.enqueue(message("t", "m\(i)"), limits: nil)) { _ in done.add(1, ordering: .relaxed) }
         }
+        await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in committer.afterPendingWrites { cont.resume() } }
         let stats = committer.statistics
-        #expect(stats.ops == n)
-        #expect(stats.batches < n)
+        #expect(done.load(ordering: .relaxed) == n)
+        #expect(stats.ops == n + 1)
+        #expect(stats.batches == 1)
         #expect(try committer.store.queuedMessages(token: "t").count == n)
         await committer.shutdown()
     }

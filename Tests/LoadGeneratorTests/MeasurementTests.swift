@@ -92,7 +92,15 @@ struct ProcessSamplerTests {
         let s = try #require(ProcessSampler.current.sample())
         #expect(s.rssBytes > 0)
         #expect(s.peakRSSBytes >= s.rssBytes)
-        #expect(s.cpuSeconds >= 0)
+        // The sampler sees this process use CPU: burn some until its figure moves (bounded).
+        var later = s
+        var sink = 0
+        for round in 0..<200 where later.cpuSeconds <= s.cpuSeconds {
+            for i in 0..<1_000_000 { sink &+= i ^ round }
+            later = try #require(ProcessSampler.current.sample())
+        }
+        #expect(sink != 42)
+        #expect(later.cpuSeconds > s.cpuSeconds)
     }
 }
 
