@@ -91,6 +91,11 @@ let package = Package(
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        .testTarget(name: "DeviceSimulatorTests", dependencies: [
+            "DeviceSimulator", "CCSProtocol",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+        ]),
         .testTarget(name: "CCSEmulatorTests", dependencies: [
             "CCSEmulator",
             .product(name: "X509", package: "swift-certificates"),

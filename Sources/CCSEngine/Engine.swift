@@ -186,12 +186,31 @@ public final class Engine: Sendable {
 
     // MARK: app servers
 
+    /// The answer to an app server's SASL credentials.
+    public enum AppServerAuthentication: Sendable, Equatable {
+        case accepted
+        /// Refused; the reason is for the app server's developer (logged, and sent in the SASL failure).
+        case refused(reason: String)
+    }
+
     /// Checks SASL credentials; in permissive mode a new sender is provisioned on first use.
     public func authenticateAppServer(senderID: String, key: String) -> Bool {
-        guard Self.isSenderID(senderID), !key.isEmpty else { return false }
+        checkAppServer(senderID: senderID, key: key) == .accepted
+    }
+
+    /// `authenticateAppServer`, saying why a login is refused.
+    public func checkAppServer(senderID: String, key: String) -> AppServerAuthentication {
+        guard Self.isSenderID(senderID) else {
+            let shown = senderID.isEmpty ? "an empty user name" : "\"\(senderID.prefix(64))\""
+            return .refused(reason: "the user name must be a sender ID (1 to 32 digits, optionally followed by @gcm.googleapis.com); got \(shown)")
+        }
+        guard !key.isEmpty else { return .refused(reason: "the password (the server key) is empty for sender \(senderID)") }
         switch configuration.authMode {
         case .strict:
-            return configuration.configuredSenders[senderID] == key
+            guard let expected = configuration.configuredSenders[senderID] else {
+                return .refused(reason: "sender \(senderID) is not in the --config file (--auth strict)")
+            }
+            return expected == key ? .accepted : .refused(reason: "wrong server key for sender \(senderID) (--auth strict)")
         case .permissive:
             let now = clock.nowMillis()
             let new: SenderRecord? = state.withLock { s in
@@ -201,7 +220,7 @@ public final class Engine: Sendable {
                 return record
             }
             if let new { committer.submit(.upsertSender(new)) }
-            return true
+            return .accepted
         }
     }
 

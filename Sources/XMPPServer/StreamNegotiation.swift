@@ -129,13 +129,16 @@ public struct StreamNegotiation: Sendable {
         return [.write("<success xmlns=\"\(NS.sasl)\"/>"), .restartParser, .useAuthenticatedLimits]
     }
 
-    public mutating func authenticationFailed() -> [Action] {
-        saslFailure("not-authorized")
+    /// `text` says why (RFC 6120 §6.5 allows it; ejabberd and Prosody send one too).
+    public mutating func authenticationFailed(text: String? = nil) -> [Action] {
+        saslFailure("not-authorized", text: text)
     }
 
-    private mutating func saslFailure(_ condition: String) -> [Action] {
+    private mutating func saslFailure(_ condition: String, text: String? = nil) -> [Action] {
         closed = true
-        return [.write("<failure xmlns=\"\(NS.sasl)\"><\(condition)/></failure></stream:stream>"), .close]
+        var failure = "<failure xmlns=\"\(NS.sasl)\"><\(condition)/>"
+        if let text { failure += "<text xml:lang=\"en\">\(XMLEscaping.escapeText(text))</text>" }
+        return [.write(failure + "</failure></stream:stream>"), .close]
     }
 
     // MARK: SASL

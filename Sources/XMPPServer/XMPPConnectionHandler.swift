@@ -196,18 +196,34 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         let user = credentials.localpart
         switch role {
         case .appServer:
-            guard engine.authenticateAppServer(senderID: user, key: credentials.password) else {
-                logger.info("app server authentication failed", metadata: ["user": "\(user)", "remote": "\(remoteAddress)"])
-                return negotiation.authenticationFailed()
+            if case .refused(let reason) = engine.checkAppServer(senderID: user, key: credentials.password) {
+                logger.notice("app server login refused: \(reason)", metadata: ["remote": "\(remoteAddress)"])
+                return negotiation.authenticationFailed(text: reason)
             }
             principal = user
         case .device:
             guard let device = engine.authenticateDevice(deviceID: user, secret: credentials.password) else {
-                return negotiation.authenticationFailed()
+                let reason = Self.deviceLoginRefusal(credentials, ccsPort: configuration.appServerPort)
+                logger.notice("device login refused: \(reason)", metadata: ["remote": "\(remoteAddress)"])
+                return negotiation.authenticationFailed(text: reason)
             }
             principal = device.token
         }
         return negotiation.authenticationSucceeded(username: user)
+    }
+
+    /// Why the device channel refused a login. An app server that dialled this port by mistake logs
+    /// in with a sender ID (digits, often `@gcm.googleapis.com`): tell it where to go instead.
+    static func deviceLoginRefusal(_ credentials: SASLCredentials, ccsPort: Int?) -> String {
+        let user = credentials.localpart
+        let looksLikeAppServer = credentials.authcid.hasSuffix("@gcm.googleapis.com")
+            || credentials.authzid.hasSuffix("@gcm.googleapis.com")
+            || (!user.isEmpty && user.count != 16 && user.utf8.allSatisfy { $0 >= 48 && $0 <= 57 })
+        if looksLikeAppServer {
+            let port = ccsPort.map { "port \($0)" } ?? "its port (--ccs-port, default 5235)"
+            return "this is the device channel for simulated devices; app servers connect to the CCS port, \(port)"
+        }
+        return "unknown device or wrong device secret (log in with the device_id and device_secret of POST /emulator/v1/devices)"
     }
 
     /// Whether the role takes this session (an app server may be over its sender's connection cap).

@@ -351,6 +351,19 @@ import Testing
 }
 
 @Suite struct AuthenticationTests {
+    @Test func aRefusedLoginSaysWhy() throws {
+        let permissive = try Harness()
+        #expect(permissive.engine.checkAppServer(senderID: "abc", key: "k")
+                == .refused(reason: "the user name must be a sender ID (1 to 32 digits, optionally followed by @gcm.googleapis.com); got \"abc\""))
+        #expect(permissive.engine.checkAppServer(senderID: "123", key: "")
+                == .refused(reason: "the password (the server key) is empty for sender 123"))
+        let strict = try Harness(configuration: .init(authMode: .strict, configuredSenders: ["123": "secret"]))
+        #expect(strict.engine.checkAppServer(senderID: "123", key: "other")
+                == .refused(reason: "wrong server key for sender 123 (--auth strict)"))
+        #expect(strict.engine.checkAppServer(senderID: "456", key: "secret")
+                == .refused(reason: "sender 456 is not in the --config file (--auth strict)"))
+    }
+
     @Test func permissiveAcceptsNumericSendersWithAnyKey() throws {
         let h = try Harness()
         #expect(h.engine.authenticateAppServer(senderID: "123", key: "k"))

@@ -97,6 +97,23 @@ func established() throws -> StreamNegotiation {
         #expect(actions.contains(.close))
     }
 
+    @Test func aFailureMaySayWhy() throws {
+        var n = StreamNegotiation()
+        _ = n.streamOpened(try header())
+        let out = written(n.authenticationFailed(text: "wrong server key for sender 1 <strict>"))
+        #expect(out == "<failure xmlns=\"urn:ietf:params:xml:ns:xmpp-sasl\"><not-authorized/><text xml:lang=\"en\">wrong server key for sender 1 &lt;strict&gt;</text></failure></stream:stream>")
+    }
+
+    @Test func anAppServerOnTheDevicePortIsToldWhereToGo() {
+        let appServer = SASLCredentials(authzid: "", authcid: "123456789@gcm.googleapis.com", password: "key")
+        #expect(XMPPConnectionHandler.deviceLoginRefusal(appServer, ccsPort: 5235)
+                == "this is the device channel for simulated devices; app servers connect to the CCS port, port 5235")
+        let bareSender = SASLCredentials(authzid: "", authcid: "123456789", password: "key")
+        #expect(XMPPConnectionHandler.deviceLoginRefusal(bareSender, ccsPort: nil).contains("--ccs-port"))
+        let device = SASLCredentials(authzid: "", authcid: "dd71bbe763774e31", password: "wrong")
+        #expect(XMPPConnectionHandler.deviceLoginRefusal(device, ccsPort: 5235).hasPrefix("unknown device"))
+    }
+
     @Test func malformedPayloadAndUnknownMechanismFail() throws {
         var n = StreamNegotiation()
         _ = n.streamOpened(try header())
