@@ -25,13 +25,14 @@ let package = Package(
         .systemLibrary(name: "CExpat", path: "Sources/CExpat", pkgConfig: "expat",
                        providers: [.apt(["libexpat1-dev"])]),
         .target(name: "XMLStreaming", dependencies: ["CExpat"]),
-        .target(name: "CCSProtocol"),
+        .target(name: "PushDomain"),
+        .target(name: "CCSProtocol", dependencies: ["PushDomain"]),
         .target(name: "CCSStore", dependencies: [
             "CCSProtocol",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .target(name: "CCSEngine", dependencies: [
-            "CCSProtocol", "CCSStore",
+            "PushDomain", "CCSProtocol", "CCSStore",
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "Logging", package: "swift-log"),
         ]),

@@ -221,7 +221,7 @@ extension Engine {
             // ACK is due now (the message is delivered: nothing is left to lose). Not called off: a
             // notification bound for the tray and a message with a receipt, whose removal must commit
             // together with the tray entry or the receipt (a crash never keeps one without the other).
-            early.settle(.ack(from: token))
+            early.settle(.accepted(token: token, deviceMessageID: deviceMessageID))
         } else {
             ops.append(.removeMessage(token: token, deviceMessageID: deviceMessageID))
         }
@@ -235,7 +235,7 @@ extension Engine {
             let r = OutboundRecord(senderID: m.senderID, kind: "receipt",
                                    messageID: DeliveryReceipt.messageIDPrefix + m.appMessageID, token: token,
                                    json: json, createdAt: now,
-                                   expiresAt: now + Int64(DownstreamMessage.maximumTimeToLive) * 1000)
+                                   expiresAt: now + Int64(Message.maximumTimeToLive) * 1000)
             ops.append(.addOutbound(r))
             receipt = r
         }

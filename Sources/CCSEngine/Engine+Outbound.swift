@@ -43,7 +43,7 @@ extension Engine {
         let senderID = String(to.split(separator: "@", maxSplits: 1).first ?? "")
         var timeToLive: Int?
         if let ttlValue = object["time_to_live"], !ttlValue.isNull {
-            guard let ttl = ttlValue.intValue, (0...Int64(DownstreamMessage.maximumTimeToLive)).contains(ttl) else {
+            guard let ttl = ttlValue.intValue, (0...Int64(Message.maximumTimeToLive)).contains(ttl) else {
                 completion(.sendError(messageID: messageID, error: "INVALID_TTL"))
                 return
             }
@@ -79,7 +79,7 @@ extension Engine {
         }
         let json = OutgoingJSON.upstream(category: category, data: data, messageID: messageID, from: token,
                                          timeToLive: timeToLive)
-        let ttl = Int64(timeToLive ?? DownstreamMessage.maximumTimeToLive)
+        let ttl = Int64(timeToLive ?? Message.maximumTimeToLive)
         let record = OutboundRecord(senderID: senderID, kind: "upstream", messageID: messageID, token: token,
                                     json: json, createdAt: now, expiresAt: now + ttl * 1000)
         committer.submit(.addOutbound(record)) { [self] error in
@@ -259,8 +259,8 @@ extension Engine {
             let payload = UpstreamOutcome.sendError(messageID: r.messageID, error: error).json
             let m = QueuedMessage(token: r.token, deviceMessageID: id, senderID: r.senderID, appMessageID: r.messageID,
                                   collapseKey: nil, priority: Priority.high.rawValue,
-                                  timeToLive: DownstreamMessage.maximumTimeToLive, enqueuedAt: now,
-                                  expiresAt: now + Int64(DownstreamMessage.maximumTimeToLive) * 1000,
+                                  timeToLive: Message.maximumTimeToLive, enqueuedAt: now,
+                                  expiresAt: now + Int64(Message.maximumTimeToLive) * 1000,
                                   deliveryReceiptRequested: false, kind: "send_error", payload: payload)
             ops.append(.enqueue(m, limits: nil))
             notice = m

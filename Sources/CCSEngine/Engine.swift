@@ -11,13 +11,6 @@ public enum AuthMode: String, Sendable, CaseIterable {
     case strict
 }
 
-/// The answer to one downstream message.
-public enum DownstreamOutcome: Sendable, Equatable {
-    /// ACK; `from` is the message's target.
-    case ack(from: String)
-    case nack(Nack)
-}
-
 public enum RegistrationError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidRequest(String)
     case unknownSender(String)
@@ -90,7 +83,7 @@ public final class Engine: Sendable {
 
     struct EarlyDelivery {
         let ticket: WriteTicket
-        let settle: @Sendable (DownstreamOutcome) -> Void
+        let settle: @Sendable (SendResult) -> Void
     }
 
     struct OnlineDevice {
@@ -304,33 +297,36 @@ public final class Engine: Sendable {
         for link in state.withLock({ $0.connections.values.map(\.link) }) { link.drain() }
     }
 
-    /// Accepts one validated downstream message from `senderID`. `completion` runs exactly once; an
-    /// ACK only after the message is committed (or deliberately not stored: dry run, TTL 0).
-    public func downstream(_ message: DownstreamMessage, senderID: String,
-                           completion: @escaping @Sendable (DownstreamOutcome) -> Void) {
-        guard let to = message.to else {
-            completion(.nack(Nack(messageID: message.messageID, from: message.condition, code: .badRegistration,
-                                  description: "Condition messaging is not supported by this emulator yet")))
-            return
+    /// The one entry for downstream messages, whichever API they came in through. `completion` runs
+    /// exactly once, with one result per token of the target (in its order); an acceptance only after
+    /// the message is committed or delivered (or deliberately not stored: dry run, TTL 0).
+    public func send(_ request: SendRequest, completion: @escaping @Sendable ([SendResult]) -> Void) {
+        switch request.target {
+        case .token(let token):
+            send(request.message, to: token, senderID: request.sender) { completion([$0]) }
+        case .tokens(let tokens):
+            let gathered = ResultsInOrder(count: tokens.count, completion: completion)
+            for (index, token) in tokens.enumerated() {
+                send(request.message, to: token, senderID: request.sender) { gathered.set(index, $0) }
+            }
+        case .topic(let name):
+            completion([.refused(.unsupportedTarget(kind: "topic", target: "/topics/" + name))])
+        case .condition(let condition):
+            completion([.refused(.unsupportedTarget(kind: "condition", target: condition))])
+        case .group(let key):
+            completion([.refused(.unsupportedTarget(kind: "device group", target: key))])
         }
-        if to.hasPrefix("/topics/") {
-            completion(.nack(Nack(messageID: message.messageID, from: to, code: .badRegistration,
-                                  description: "Topic messaging is not supported by this emulator yet")))
-            return
-        }
+    }
+
+    /// One message to one token.
+    func send(_ message: Message, to: String, senderID: String, completion: @escaping @Sendable (SendResult) -> Void) {
         let now = clock.nowMillis()
         let lookup: Lookup = state.withLock { s in
-            guard let device = s.devices[to] else {
-                return .nack(Nack(messageID: message.messageID, from: to, code: .badRegistration,
-                                  description: "Invalid token on 'to' field: \(to)"))
-            }
-            if device.status != "active" {
-                return .nack(Nack(messageID: message.messageID, from: to, code: .deviceUnregistered,
-                                  description: "Device unregistered: the app was uninstalled"))
-            }
-            guard device.senders.contains(senderID) else {
-                return .nack(Nack(messageID: message.messageID, from: to, code: .badRegistration,
-                                  description: "MismatchSenderId: the token is not registered for sender \(senderID)"))
+            guard let device = s.devices[to] else { return .refused(.invalidRegistration(token: to)) }
+            if device.status != "active" { return .refused(.unregistered(token: to)) }
+            guard device.senders.contains(senderID) else { return .refused(.senderMismatch(token: to, sender: senderID)) }
+            if let package = message.restrictedPackageName, package != device.app {
+                return .refused(.packageMismatch(token: to, package: package))
             }
             let id = DeviceMessageID.make(micros: nextMicros(&s), senderHash: DeviceMessageID.senderHash(senderID))
             let deviceState = s.deviceStates[to] ?? DeviceState()
@@ -339,11 +335,11 @@ public final class Engine: Sendable {
         }
         let app: String, platform: String, deviceMessageID: String, deviceState: DeviceState, online: Bool
         switch lookup {
-        case .nack(let nack): completion(.nack(nack)); return
+        case .refused(let error): completion(.refused(error)); return
         case .found(let a, let p, let id, let st, let o): (app, platform, deviceMessageID, deviceState, online) = (a, p, id, st, o)
         }
         if message.dryRun {
-            completion(.ack(from: to))
+            completion(.accepted(token: to, deviceMessageID: nil))
             return
         }
         let queued = Self.queuedMessage(message, token: to, app: app, senderID: senderID,
@@ -351,7 +347,7 @@ public final class Engine: Sendable {
         let deliverableNow = online && deviceState.admits(queued, platform: platform)
         if message.timeToLive == 0 && !deliverableNow {
             // "Now or never": the device cannot take it now, so it is dropped, never stored.
-            completion(.ack(from: to))
+            completion(.accepted(token: to, deviceMessageID: nil))
             return
         }
         let ticket = deliverableNow ? WriteTicket() : nil
@@ -372,7 +368,7 @@ public final class Engine: Sendable {
                     // held back (Doze) must go even when this one never reaches the disk.
                     if let key = queued.collapseKey { committer.submit(.collapse(token: to, collapseKey: key)) }
                     committer.submit([.enqueue(queued, limits: nil)], ticket: ticket) { [self] error in
-                        completion(outcome(storing: message, to: to, error: error))
+                        completion(outcome(storing: queued, error: error))
                     }
                     return .live(sends)
                 }
@@ -381,17 +377,15 @@ public final class Engine: Sendable {
             }
             committer.submit(.enqueue(queued, limits: limits ?? storageLimits(token: to, senderID: senderID, now: now))) { [self] error in
                 if error == nil { handOver([queued], to: to) }
-                completion(outcome(storing: message, to: to, error: error))
+                completion(outcome(storing: queued, error: error))
             }
             return .stored
         }
         switch plan {
         case .live(let sends): perform(sends)
         case .stored: break
-        case .dropped: completion(.ack(from: to))
-        case .unregistered:
-            completion(.nack(Nack(messageID: message.messageID, from: to, code: .deviceUnregistered,
-                                  description: "Device unregistered: the app was uninstalled")))
+        case .dropped: completion(.accepted(token: to, deviceMessageID: nil))
+        case .unregistered: completion(.refused(.unregistered(token: to)))
         }
     }
 
@@ -408,16 +402,15 @@ public final class Engine: Sendable {
                     overflowNotice: deletedMessagesNotice(token: token, senderID: senderID, now: now))
     }
 
-    /// The answer once the message's write has committed (ACK) or failed (NACK INTERNAL_SERVER_ERROR).
-    private func outcome(storing message: DownstreamMessage, to: String, error: Error?) -> DownstreamOutcome {
-        guard let error else { return .ack(from: to) }
+    /// The answer once the message's write has committed (accepted) or failed (internal error).
+    private func outcome(storing queued: QueuedMessage, error: Error?) -> SendResult {
+        guard let error else { return .accepted(token: queued.token, deviceMessageID: queued.deviceMessageID) }
         logger.error("enqueue failed", metadata: ["error": "\(error)"])
-        return .nack(Nack(messageID: message.messageID, from: to, code: .internalServerError,
-                          description: "Internal server error"))
+        return .refused(.internalError)
     }
 
     private enum Lookup {
-        case nack(Nack)
+        case refused(SendError)
         case found(app: String, platform: String, String, DeviceState, Bool)
     }
 
@@ -427,7 +420,7 @@ public final class Engine: Sendable {
         return micros
     }
 
-    static func queuedMessage(_ m: DownstreamMessage, token: String, app: String, senderID: String,
+    static func queuedMessage(_ m: Message, token: String, app: String, senderID: String,
                               deviceMessageID: String, now: Int64) -> QueuedMessage {
         let isNotification = m.notification != nil
         let priority = m.effectivePriority
@@ -452,7 +445,16 @@ public final class Engine: Sendable {
                              expiresAt: now + Int64(m.timeToLive) * 1000,
                              deliveryReceiptRequested: m.deliveryReceiptRequested,
                              delayWhileIdle: m.delayWhileIdle, isNotification: isNotification,
-                             payload: payload.finished())
+                             payload: payload.finished(), platformBlocks: platformBlocks(m))
+    }
+
+    /// HTTP v1's platform blocks, kept with the stored message for the platform views to come.
+    static func platformBlocks(_ m: Message) -> String? {
+        var blocks: [String: JSONValue] = [:]
+        if let android = m.android { blocks["android"] = android }
+        if let apns = m.apns { blocks["apns"] = apns }
+        if let webpush = m.webpush { blocks["webpush"] = webpush }
+        return blocks.isEmpty ? nil : JSONValue.object(blocks).encoded()
     }
 
     func deletedMessagesNotice(token: String, senderID: String, now: Int64) -> QueuedMessage {
@@ -462,8 +464,8 @@ public final class Engine: Sendable {
         ]).encoded()
         return QueuedMessage(token: token, deviceMessageID: id, senderID: senderID, appMessageID: "",
                              collapseKey: nil, priority: Priority.high.rawValue,
-                             timeToLive: DownstreamMessage.maximumTimeToLive, enqueuedAt: now,
-                             expiresAt: now + Int64(DownstreamMessage.maximumTimeToLive) * 1000,
+                             timeToLive: Message.maximumTimeToLive, enqueuedAt: now,
+                             expiresAt: now + Int64(Message.maximumTimeToLive) * 1000,
                              deliveryReceiptRequested: false, kind: "deleted_messages", payload: payload)
     }
 
@@ -496,5 +498,27 @@ extension String {
         while let f = s.first, f.isWhitespace { s.removeFirst() }
         while let l = s.last, l.isWhitespace { s.removeLast() }
         return String(s)
+    }
+}
+
+/// Results for a multicast, handed over in the request's order once every token has its answer.
+final class ResultsInOrder: Sendable {
+    private let state: Mutex<(results: [SendResult?], missing: Int)>
+    private let completion: @Sendable ([SendResult]) -> Void
+
+    init(count: Int, completion: @escaping @Sendable ([SendResult]) -> Void) {
+        state = Mutex((Array(repeating: nil, count: count), count))
+        self.completion = completion
+        if count == 0 { completion([]) }
+    }
+
+    func set(_ index: Int, _ result: SendResult) {
+        let done: [SendResult]? = state.withLock { s in
+            guard s.results[index] == nil else { return nil }
+            s.results[index] = result
+            s.missing -= 1
+            return s.missing == 0 ? s.results.map { $0! } : nil
+        }
+        if let done { completion(done) }
     }
 }

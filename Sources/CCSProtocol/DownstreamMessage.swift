@@ -1,12 +1,7 @@
-public enum Priority: String, Sendable, CaseIterable {
-    case normal
-    case high
-}
-
 /// A downstream message (app server → device) after validation.
 public struct DownstreamMessage: Sendable, Equatable {
     /// Four weeks: the default and the maximum `time_to_live`.
-    public static let maximumTimeToLive = 2_419_200
+    public static let maximumTimeToLive = Message.maximumTimeToLive
     /// Limit on `dataBytes`.
     public static let maximumPayloadBytes = 4096
 
@@ -124,6 +119,25 @@ public struct DownstreamMessage: Sendable, Equatable {
         if let data { writer.add("data", stringMap: data) }
         if let notification { writer.add("notification", json: notification) }
         return writer.finished()
+    }
+}
+
+extension DownstreamMessage {
+    /// The message as the engine holds it, whichever API it came in through.
+    public var canonical: Message {
+        Message(messageID: messageID, collapseKey: collapseKey, priority: priority, contentAvailable: contentAvailable,
+                mutableContent: mutableContent, timeToLive: timeToLive, delayWhileIdle: delayWhileIdle,
+                deliveryReceiptRequested: deliveryReceiptRequested, dryRun: dryRun, data: data, notification: notification)
+    }
+
+    /// Where it goes: `to` (a token, or `/topics/…`) or `condition`. A notification key cannot be
+    /// told from a token by its form: it is a `.token` here and the engine tells them apart.
+    public var canonicalTarget: Target {
+        if let to {
+            if to.hasPrefix(DownstreamTarget.topicPrefix) { return .topic(String(to.dropFirst(DownstreamTarget.topicPrefix.count))) }
+            return .token(to)
+        }
+        return .condition(condition ?? "")
     }
 }
 

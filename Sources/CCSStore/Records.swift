@@ -66,11 +66,16 @@ public struct QueuedMessage: Sendable, Equatable {
     public var kind: String
     /// The JSON object the device receives.
     public var payload: String
+    /// HTTP v1's per-platform blocks as sent (`{"android":…,"apns":…,"webpush":…}`), kept so that
+    /// each platform's view can be rendered from them; nil when the message had none.
+    public var platformBlocks: String?
 
     public init(token: String, deviceMessageID: String, senderID: String, appMessageID: String,
                 collapseKey: String?, priority: String, timeToLive: Int, enqueuedAt: Int64,
                 expiresAt: Int64, deliveryReceiptRequested: Bool, delayWhileIdle: Bool = false,
-                isNotification: Bool = false, kind: String = "message", payload: String) {
+                isNotification: Bool = false, kind: String = "message", payload: String,
+                platformBlocks: String? = nil) {
+        self.platformBlocks = platformBlocks
         self.delayWhileIdle = delayWhileIdle
         self.isNotification = isNotification
         self.kind = kind

@@ -102,6 +102,9 @@ public final class Store: Sendable {
                   WHERE json_valid(state) AND json_extract(state, '$.replaced_by') IS NOT NULL;
                 """)
         }
+        m.registerMigration("v3: platform blocks of HTTP v1 messages") { db in
+            try db.execute(sql: "ALTER TABLE queued_message ADD COLUMN platform_blocks TEXT")
+        }
         return m
     }
 
@@ -214,12 +217,13 @@ public final class Store: Sendable {
     private static func insert(_ m: QueuedMessage, in db: Database) throws {
         try db.cachedStatement(sql: """
             INSERT OR REPLACE INTO queued_message(token, device_message_id, sender_id, app_message_id,
-              collapse_key, priority, ttl, enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+              collapse_key, priority, ttl, enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload,
+              platform_blocks)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """).execute(arguments: [m.token, m.deviceMessageID, m.senderID, m.appMessageID, m.collapseKey,
                              m.priority, m.timeToLive, m.enqueuedAt, m.expiresAt,
                              m.deliveryReceiptRequested ? 1 : 0, m.delayWhileIdle ? 1 : 0,
-                             m.isNotification ? 1 : 0, m.kind, m.payload])
+                             m.isNotification ? 1 : 0, m.kind, m.payload, m.platformBlocks])
     }
 
     private static func enqueue(_ m: QueuedMessage, limits: QueueLimits?, in db: Database) throws {
@@ -279,7 +283,7 @@ public final class Store: Sendable {
         try read { db in
             try Row.fetchAll(db, sql: """
                 SELECT token, device_message_id, sender_id, app_message_id, collapse_key, priority, ttl,
-                  enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload
+                  enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload, platform_blocks
                 FROM queued_message WHERE token = ? ORDER BY seq
                 """, arguments: [token]).map(Self.message(from:))
         }
@@ -318,7 +322,7 @@ public final class Store: Sendable {
                       collapseKey: row[4], priority: row[5], timeToLive: row[6], enqueuedAt: row[7],
                       expiresAt: row[8], deliveryReceiptRequested: (row[9] as Int) != 0,
                       delayWhileIdle: (row[10] as Int) != 0, isNotification: (row[11] as Int) != 0,
-                      kind: row[12], payload: row[13])
+                      kind: row[12], payload: row[13], platformBlocks: row[14])
     }
 
     /// Every message waiting for an app server, oldest first.

@@ -47,16 +47,17 @@ extension XMPPConnectionHandler {
         }
         link.pending.add(1, ordering: .relaxed)
         let messageID = message.messageID
-        engine.downstream(message, senderID: sender) { outcome in
+        let addressee = message.to ?? message.condition
+        engine.send(SendRequest(sender: sender, target: message.canonicalTarget, message: message.canonical)) { results in
             link.mailbox.post {
                 // Counted down on the loop, with the answer written: shutdown waits for pending = 0.
                 link.pending.subtract(1, ordering: .relaxed)
-                guard let handler = link.handler.value.handler else { return }
-                switch outcome {
-                case .ack(let from):
-                    handler.writeGCM(OutgoingJSON.ack(messageID: messageID, from: from))
-                case .nack(let nack):
-                    handler.writeGCM(OutgoingJSON.nack(nack))
+                guard let handler = link.handler.value.handler, let result = results.first else { return }
+                switch result {
+                case .accepted(let token, _):
+                    handler.writeGCM(OutgoingJSON.ack(messageID: messageID, from: token))
+                case .refused(let error):
+                    handler.writeGCM(OutgoingJSON.nack(Nack(messageID: messageID, from: addressee, refusal: error)))
                 }
             }
         }

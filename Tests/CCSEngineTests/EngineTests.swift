@@ -9,9 +9,7 @@ import Testing
     @Test func unknownTokenIsBadRegistration() async throws {
         let h = try Harness()
         let outcome = await h.send(data("m1", to: "nope"))
-        guard case .nack(let nack) = outcome else { Issue.record("expected a NACK"); return }
-        #expect(nack.code == .badRegistration)
-        #expect(nack.from == "nope")
+        #expect(outcome == .nack(.invalidRegistration(token: "nope")))
     }
 
     @Test func anotherSendersTokenIsBadRegistration() async throws {
@@ -21,8 +19,7 @@ import Testing
         guard case .nack(let nack) = await h.send(data("m2", to: d.token), from: "333") else {
             Issue.record("expected a NACK"); return
         }
-        #expect(nack.code == .badRegistration)
-        #expect(nack.description.contains("MismatchSenderId"))
+        #expect(nack == .senderMismatch(token: d.token, sender: "333"))
     }
 
     @Test func ackComesOnlyAfterTheMessageIsStored() async throws {
@@ -72,7 +69,7 @@ import Testing
         let d = try await h.register()
         let device = await h.connect(d.token)
         let before = h.engine.committer.statistics.ops
-        let outcome = Mutex<DownstreamOutcome?>(nil)
+        let outcome = Mutex<Outcome?>(nil)
         h.engine.downstream(data("m1", to: d.token), senderID: "111") { o in outcome.withLock { $0 = o } }
         // Handed over at once, before any commit; no ACK yet.
         #expect(device.ids.count == 1)
@@ -205,11 +202,11 @@ import Testing
         try await h.engine.uninstall(token: d.token)
         #expect(try h.queue(d.token).isEmpty)
         guard case .nack(let nack) = await h.send(data("m2", to: d.token)) else { Issue.record("expected NACK"); return }
-        #expect(nack.code == .deviceUnregistered)
+        #expect(nack == .unregistered(token: d.token))
         let fresh = try await h.engine.reinstall(token: d.token)
         #expect(fresh.token != d.token)
         guard case .nack(let again) = await h.send(data("m3", to: d.token)) else { Issue.record("expected NACK"); return }
-        #expect(again.code == .deviceUnregistered)
+        #expect(again == .unregistered(token: d.token))
         #expect(await h.send(data("m4", to: fresh.token)) == .ack(from: fresh.token))
     }
 

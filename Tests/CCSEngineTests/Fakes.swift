@@ -55,7 +55,7 @@ final class Harness: Sendable {
         try await engine.registerDevice(app: app, senders: senders, platform: "android")
     }
 
-    func send(_ m: DownstreamMessage, from sender: String = "111") async -> DownstreamOutcome {
+    func send(_ m: DownstreamMessage, from sender: String = "111") async -> Outcome {
         await withCheckedContinuation { cont in engine.downstream(m, senderID: sender) { cont.resume(returning: $0) } }
     }
 
@@ -108,4 +108,22 @@ func data(_ id: String, to: String, _ extra: (inout DownstreamMessage) -> Void =
     var m = DownstreamMessage(to: to, messageID: id, data: ["id": id])
     extra(&m)
     return m
+}
+
+/// A downstream message's answer in the tests' words: accepted for a token, or refused.
+enum Outcome: Equatable {
+    case ack(from: String)
+    case nack(SendError)
+}
+
+extension Engine {
+    /// What the CCS front end does with a decoded message: one token (or topic/condition) target.
+    func downstream(_ m: DownstreamMessage, senderID: String, completion: @escaping @Sendable (Outcome) -> Void) {
+        send(SendRequest(sender: senderID, target: m.canonicalTarget, message: m.canonical)) { results in
+            switch results[0] {
+            case .accepted(let token, _): completion(.ack(from: token))
+            case .refused(let error): completion(.nack(error))
+            }
+        }
+    }
 }

@@ -62,7 +62,7 @@ import Testing
         let device = await h.connect(d.token)
         #expect(await h.send(data("old", to: d.token) { $0.collapseKey = "score" }) == .ack(from: d.token))
         #expect(device.ids.isEmpty)  // Doze holds the normal-priority message
-        let outcome = Mutex<DownstreamOutcome?>(nil)
+        let outcome = Mutex<Outcome?>(nil)
         h.engine.downstream(data("new", to: d.token) { $0.collapseKey = "score"; $0.priority = .high },
                             senderID: "111") { o in outcome.withLock { $0 = o } }
         #expect(device.ids.count == 1)
@@ -170,13 +170,12 @@ import Testing
             if case .enqueue(let m, _) = op { return m.token == bad.token } else { return false }
         }
         // Both writes are submitted before `downstream` returns (the device is offline: stored path).
-        let outcomes = Mutex<[String: DownstreamOutcome]>([:])
+        let outcomes = Mutex<[String: Outcome]>([:])
         h.engine.downstream(data("ok", to: good.token), senderID: "111") { o in outcomes.withLock { $0["ok"] = o } }
         h.engine.downstream(data("bad", to: bad.token), senderID: "111") { o in outcomes.withLock { $0["bad"] = o } }
         await h.settle()  // urgent: takes the held batch now, as one transaction
         #expect(outcomes.withLock { $0["ok"] } == .ack(from: good.token))
-        guard case .nack(let nack)? = outcomes.withLock({ $0["bad"] }) else { Issue.record("expected a NACK"); return }
-        #expect(nack.code == .internalServerError)
+        #expect(outcomes.withLock({ $0["bad"] }) == .nack(.internalError))
         #expect(try h.queue(good.token).count == 1)
         #expect(try h.queue(bad.token).isEmpty)
     }
@@ -185,9 +184,7 @@ import Testing
         let h = try Harness()
         let d = try await h.register()
         h.engine.store.injectFailures { if case .enqueue = $0 { return true } else { return false } }
-        guard case .nack(let nack) = await h.send(data("m", to: d.token)) else { Issue.record("expected a NACK"); return }
-        #expect(nack.code == .internalServerError)
-        #expect(nack.description == "Internal server error")
+        #expect(await h.send(data("m", to: d.token)) == .nack(.internalError))
     }
 
     // MARK: 10. two taps of one notification
@@ -205,6 +202,39 @@ import Testing
         async let b = h.engine.tapNotification(token: d.token, deviceMessageID: id)
         let opened = try await [a, b].compactMap { $0 }
         #expect(opened.count == 1)
+    }
+
+    // MARK: the canonical message
+
+    @Test func aMulticastAnswersEveryTokenInOrderAndKeepsThePlatformBlocks() async throws {
+        let h = try Harness()
+        let a = try await h.register(), b = try await h.register(senders: ["999"])
+        var message = Message(messageID: "multi", data: ["k": "v"])
+        message.android = .object(["priority": .string("high")])
+        let results: [SendResult] = await withCheckedContinuation { cont in
+            h.engine.send(SendRequest(sender: "111", target: .tokens([a.token, "nope", b.token]), message: message)) {
+                cont.resume(returning: $0)
+            }
+        }
+        #expect(results.count == 3)
+        guard case .accepted(a.token, let id?) = results[0] else { Issue.record("\(results[0])"); return }
+        #expect(results[1] == .refused(.invalidRegistration(token: "nope")))
+        #expect(results[2] == .refused(.senderMismatch(token: b.token, sender: "111")))
+        let stored = try #require(try h.queue(a.token).first)
+        #expect(stored.deviceMessageID == id)
+        #expect(stored.platformBlocks == #"{"android":{"priority":"high"}}"#)
+    }
+
+    @Test func aRestrictedPackageMustBeTheTokensApp() async throws {
+        let h = try Harness()
+        let d = try await h.register(app: "com.example.app")
+        let results: [SendResult] = await withCheckedContinuation { cont in
+            h.engine.send(SendRequest(sender: "111", target: .token(d.token),
+                                      message: Message(messageID: "m", data: ["k": "v"], restrictedPackageName: "com.other"))) {
+                cont.resume(returning: $0)
+            }
+        }
+        #expect(results == [.refused(.packageMismatch(token: d.token, package: "com.other"))])
     }
 
     // MARK: reset
@@ -227,8 +257,7 @@ import Testing
         #expect(try h.queue(d.token).isEmpty)
         #expect(h.engine.connections().map(\.info.id) == ["c"])
         #expect(h.engine.connections().first?.unackedOutbound == 0)
-        guard case .nack(let nack) = await h.send(data("after", to: d.token)) else { Issue.record("expected NACK"); return }
-        #expect(nack.code == .badRegistration)
+        #expect(await h.send(data("after", to: d.token)) == .nack(.invalidRegistration(token: d.token)))
         _ = server
     }
 }

@@ -123,7 +123,7 @@ import Testing
     @Test func syncAnswersOnceEverythingAcceptedIsDurable() async throws {
         let f = try Fixture()
         let device = try await f.engine.registerDevice(app: "com.example.app", senders: ["1"], platform: "android")
-        f.engine.downstream(DownstreamMessage(to: device.token, messageID: "m", data: ["k": "v"]), senderID: "1") { _ in }
+        f.engine.send(SendRequest(sender: "1", target: .token(device.token), message: Message(messageID: "m", data: ["k": "v"]))) { _ in }
         try await f.test { client in
             let response = try await Self.post(client, "/emulator/v1/store/sync")
             #expect(response.status == .ok)
