@@ -28,7 +28,7 @@ let package = Package(
         .target(name: "PushDomain"),
         .target(name: "CCSProtocol", dependencies: ["PushDomain"]),
         .target(name: "CCSStore", dependencies: [
-            "CCSProtocol",
+            "PushDomain",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .target(name: "CCSEngine", dependencies: [
@@ -79,7 +79,7 @@ let package = Package(
         ]),
         .testTarget(name: "XMLStreamingTests", dependencies: ["XMLStreaming"]),
         .testTarget(name: "CCSProtocolTests", dependencies: ["CCSProtocol"]),
-        .testTarget(name: "CCSStoreTests", dependencies: ["CCSStore"]),
+        .testTarget(name: "CCSStoreTests", dependencies: ["CCSStore", "PushDomain"]),
         .testTarget(name: "CCSEngineTests", dependencies: ["CCSEngine", "CCSStore"]),
         .testTarget(name: "LoadGeneratorTests", dependencies: [
             "LoadGenerator",

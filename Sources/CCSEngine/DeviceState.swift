@@ -27,9 +27,9 @@ public struct DeviceState: Sendable, Equatable {
     /// - Doze: `high` wakes an idle device; `normal` and `delay_while_idle` wait until it is active.
     /// - iOS: data messages are delivered only while the app is in the foreground (seed 000, "data
     ///   messages"); notification messages go to the system at once.
-    func admits(_ m: QueuedMessage, platform: String?) -> Bool {
+    func admits(_ m: QueuedMessage, platform: Platform?) -> Bool {
         if idle && !(m.priority == Priority.high.rawValue && !m.delayWhileIdle) { return false }
-        if platform == "ios" && m.kind == "message" && !m.isNotification && !foreground { return false }
+        if platform == .ios && m.kind == .message && !m.isNotification && !foreground { return false }
         return true
     }
 }

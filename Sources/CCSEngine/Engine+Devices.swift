@@ -3,7 +3,7 @@ import CCSStore
 
 /// Simulated devices: registration, their connections, what they are handed, their states.
 extension Engine {
-    public func registerDevice(app: String, senders: [String], platform: String) async throws(RegistrationError) -> DeviceRecord {
+    public func registerDevice(app: String, senders: [String], platform: Platform) async throws(DeviceManagementError) -> DeviceRecord {
         let record = try newRegistration(app: app, senders: senders, platform: platform)
         try await commit([.upsertDevice(record)])
         state.withLock { s in Self.add(record, &s) }
@@ -11,12 +11,9 @@ extension Engine {
     }
 
     /// A new registration (token, device id, secret), checked but not stored yet.
-    func newRegistration(app: String, senders: [String], platform: String) throws(RegistrationError) -> DeviceRecord {
+    func newRegistration(app: String, senders: [String], platform: Platform) throws(DeviceManagementError) -> DeviceRecord {
         let app = app.trimmingWhitespace
         guard !app.isEmpty, app.count <= 255 else { throw .invalidRequest("\"app\" must be a non-empty package name") }
-        guard platform == "android" || platform == "ios" else {
-            throw .invalidRequest("\"platform\" must be \"android\" or \"ios\"")
-        }
         var unique: [String] = []
         for s in senders where !unique.contains(s) { unique.append(s) }
         guard !unique.isEmpty else { throw .invalidRequest("\"senders\" must list at least one sender ID") }
@@ -40,7 +37,7 @@ extension Engine {
         s.tokenByDeviceID[record.deviceID] = record.token
     }
 
-    func commit(_ ops: [StoreOp]) async throws(RegistrationError) {
+    func commit(_ ops: [StoreOp]) async throws(DeviceManagementError) {
         let result: Error? = await withCheckedContinuation { cont in
             committer.submit(ops, urgent: true) { cont.resume(returning: $0) }
         }
@@ -58,10 +55,10 @@ extension Engine {
     /// Changes memory and submits the writes that make it durable in one critical section, so the disk
     /// sees changes in the order memory does; then waits for the commit. If it fails, `undo` runs
     /// under the lock and the caller gets `storeFailure`: memory never keeps what the disk refused.
-    func change<T: Sendable>(_ body: (inout State) -> Result<Change<T>, RegistrationError>) async throws(RegistrationError) -> T {
-        let outcome: Result<T, RegistrationError> = await withCheckedContinuation {
-            (cont: CheckedContinuation<Result<T, RegistrationError>, Never>) in
-            let refusal: RegistrationError? = state.withLock { s in
+    func change<T: Sendable>(_ body: (inout State) -> Result<Change<T>, DeviceManagementError>) async throws(DeviceManagementError) -> T {
+        let outcome: Result<T, DeviceManagementError> = await withCheckedContinuation {
+            (cont: CheckedContinuation<Result<T, DeviceManagementError>, Never>) in
+            let refusal: DeviceManagementError? = state.withLock { s in
                 let planned = body(&s)
                 guard case .success(let change) = planned else {
                     if case .failure(let error) = planned { return error }
@@ -89,7 +86,7 @@ extension Engine {
     public func authenticateDevice(deviceID: String, secret: String) -> DeviceRecord? {
         state.withLock { s in
             guard let token = s.tokenByDeviceID[deviceID], let d = s.devices[token], d.secret == secret,
-                  d.status == "active" else { return nil }
+                  d.status == .active else { return nil }
             return d
         }
     }
@@ -162,7 +159,7 @@ extension Engine {
         let deviceState = s.deviceStates[token] ?? DeviceState()
         var deliveries: [DeviceDelivery] = []
         for m in messages where deviceState.admits(m, platform: platform) {
-            let d = DeviceDelivery(message: m, toTray: m.kind == "message" && m.isNotification && !deviceState.foreground)
+            let d = DeviceDelivery(message: m, toTray: m.kind == .message && m.isNotification && !deviceState.foreground)
             s.online[token]?.inFlight[m.deviceMessageID] = InFlightDownstream(message: m, toTray: d.toTray, early: early)
             deliveries.append(d)
         }
@@ -232,7 +229,7 @@ extension Engine {
         if m.deliveryReceiptRequested {
             let json = OutgoingJSON.receipt(category: app, originalMessageID: m.appMessageID,
                                             deviceRegistrationID: token, sentTimestampMillis: m.enqueuedAt)
-            let r = OutboundRecord(senderID: m.senderID, kind: "receipt",
+            let r = OutboundRecord(senderID: m.senderID, kind: .receipt,
                                    messageID: DeliveryReceipt.messageIDPrefix + m.appMessageID, token: token,
                                    json: json, createdAt: now,
                                    expiresAt: now + Int64(Message.maximumTimeToLive) * 1000)
@@ -249,7 +246,7 @@ extension Engine {
     // MARK: state changes (device CLI and admin API)
 
     /// Changes foreground/background and idle/active; leaving idle hands over what Doze held back.
-    public func setDeviceState(token: String, foreground: Bool?, idle: Bool?) async throws(RegistrationError) -> DeviceState {
+    public func setDeviceState(token: String, foreground: Bool?, idle: Bool?) async throws(DeviceManagementError) -> DeviceState {
         let (newState, woke): (DeviceState, Bool) = try await change { s in
             guard let before = s.devices[token] else { return .failure(.unknownDevice(token)) }
             let stateBefore = s.deviceStates[token] ?? DeviceState()
@@ -276,7 +273,7 @@ extension Engine {
 
     /// The app is uninstalled: the token is dead for good, its queue and tray are dropped, and its
     /// connection is closed. Later downstream to it gets DEVICE_UNREGISTERED.
-    public func uninstall(token: String) async throws(RegistrationError) {
+    public func uninstall(token: String) async throws(DeviceManagementError) {
         let link: (any DeviceLink)? = try await change { s in
             guard let before = s.devices[token] else { return .failure(.unknownDevice(token)) }
             return .success(Self.uninstalling(before, &s))
@@ -289,7 +286,7 @@ extension Engine {
         -> Change<(any DeviceLink)?> {
         let token = before.token
         var device = before
-        device.status = "uninstalled"
+        device.status = .uninstalled
         if let fresh { device.replacedBy = fresh.token }
         s.devices[token] = device
         // The link stays registered until the device's connection is gone (it is closed next).
@@ -313,7 +310,7 @@ extension Engine {
     /// Re-installing the app: a fresh registration (new token) for the same app, senders and platform.
     /// The old token stays invalid. One installation is re-installed once: the check, the old token's
     /// removal and the new registration are one change (one transaction).
-    public func reinstall(token: String) async throws(RegistrationError) -> DeviceRecord {
+    public func reinstall(token: String) async throws(DeviceManagementError) -> DeviceRecord {
         guard let old = device(token: token) else { throw .unknownDevice(token) }
         let fresh = try newRegistration(app: old.app, senders: old.senders, platform: old.platform)
         let link: (any DeviceLink)? = try await change { s in
@@ -330,7 +327,7 @@ extension Engine {
     /// Forgets every device with its queue, tray and the upstream messages and receipts waiting for app
     /// servers; device connections close. Senders, app-server connections, the clock and the TLS
     /// material stay. Returns how many devices were removed.
-    public func reset() async throws(RegistrationError) -> Int {
+    public func reset() async throws(DeviceManagementError) -> Int {
         let (count, links): (Int, [any DeviceLink]) = try await change { s in
             let before = (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending)
             let links = s.online.values.map(\.link)
@@ -360,7 +357,7 @@ extension Engine {
 
     /// The user taps a notification in the tray: it leaves the tray and its payload goes to the app.
     /// A tap claims the entry first, so that two taps of one notification open it once.
-    public func tapNotification(token: String, deviceMessageID: String) async throws(RegistrationError) -> TrayEntry? {
+    public func tapNotification(token: String, deviceMessageID: String) async throws(DeviceManagementError) -> TrayEntry? {
         guard device(token: token) != nil else { throw .unknownDevice(token) }
         let claim = token + " " + deviceMessageID
         guard state.withLock({ $0.taps.insert(claim).inserted }) else { return nil }

@@ -54,17 +54,17 @@ extension Engine {
         for (k, v) in object["data"]?.objectValue ?? [:] { if case .string(let s) = v { data[k] = s } }
         let now = clock.nowMillis()
         let check: UpstreamCheck = state.withLock { s in
-            guard let device = s.devices[token], device.status == "active" else { return .error("DEVICE_UNREGISTERED") }
+            guard let device = s.devices[token], device.status == .active else { return .error("DEVICE_UNREGISTERED") }
             guard device.senders.contains(senderID) else { return .error("INVALID_SENDER") }
             let pending = s.outboundPending[senderID] ?? []
             var mine = 0
-            for r in pending where r.token == token && r.kind == "upstream" {
+            for r in pending where r.token == token && r.kind == .upstream {
                 if r.messageID == messageID { return .error("DUPLICATE_MESSAGE_ID") }
                 mine += 1
             }
             for id in s.connectionsBySender[senderID] ?? [] {
                 for (_, sent) in s.connections[id]?.inFlight ?? [:]
-                where sent.record.token == token && sent.record.kind == "upstream" {
+                where sent.record.token == token && sent.record.kind == .upstream {
                     if sent.record.messageID == messageID { return .error("DUPLICATE_MESSAGE_ID") }
                     mine += 1
                 }
@@ -80,7 +80,7 @@ extension Engine {
         let json = OutgoingJSON.upstream(category: category, data: data, messageID: messageID, from: token,
                                          timeToLive: timeToLive)
         let ttl = Int64(timeToLive ?? Message.maximumTimeToLive)
-        let record = OutboundRecord(senderID: senderID, kind: "upstream", messageID: messageID, token: token,
+        let record = OutboundRecord(senderID: senderID, kind: .upstream, messageID: messageID, token: token,
                                     json: json, createdAt: now, expiresAt: now + ttl * 1000)
         committer.submit(.addOutbound(record)) { [self] error in
             if error != nil {
@@ -177,7 +177,7 @@ extension Engine {
 
     public struct OutboundSnapshot: Sendable {
         public var senderID: String
-        public var kind: String
+        public var kind: OutboundKind
         public var messageID: String
         public var token: String
         public var connectionID: String?
@@ -254,14 +254,14 @@ extension Engine {
     func outboundDropped(_ r: OutboundRecord, now: Int64, error: String) {
         var ops: [StoreOp] = [.removeOutbound(senderID: r.senderID, kind: r.kind, token: r.token, messageID: r.messageID)]
         var notice: QueuedMessage?
-        if r.kind == "upstream" {
+        if r.kind == .upstream {
             let id = "send_error:\(r.messageID)"
             let payload = UpstreamOutcome.sendError(messageID: r.messageID, error: error).json
             let m = QueuedMessage(token: r.token, deviceMessageID: id, senderID: r.senderID, appMessageID: r.messageID,
                                   collapseKey: nil, priority: Priority.high.rawValue,
                                   timeToLive: Message.maximumTimeToLive, enqueuedAt: now,
                                   expiresAt: now + Int64(Message.maximumTimeToLive) * 1000,
-                                  deliveryReceiptRequested: false, kind: "send_error", payload: payload)
+                                  deliveryReceiptRequested: false, kind: .sendError, payload: payload)
             ops.append(.enqueue(m, limits: nil))
             notice = m
         }

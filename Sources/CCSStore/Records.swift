@@ -1,3 +1,5 @@
+import PushDomain
+
 /// Rows the store keeps. The store knows nothing of XMPP or of the engine's rules: these are plain
 /// values, and every time is milliseconds since the Unix epoch on the engine's clock.
 
@@ -18,19 +20,18 @@ public struct DeviceRecord: Sendable, Equatable {
     public var deviceID: String
     public var secret: String
     public var app: String
-    public var platform: String
+    public var platform: Platform
     public var senders: [String]
     public var createdAt: Int64
-    /// "active" or "uninstalled".
-    public var status: String
+    public var status: DeviceStatus
     /// Engine-owned device state (foreground/background, idle, …) as compact JSON.
     public var state: String
     /// The token of the installation that replaced this one (set once, on reinstall). Its own field:
     /// a state change rewrites `state` and must never lose it.
     public var replacedBy: String?
 
-    public init(token: String, deviceID: String, secret: String, app: String, platform: String,
-                senders: [String], createdAt: Int64, status: String = "active", state: String = "{}",
+    public init(token: String, deviceID: String, secret: String, app: String, platform: Platform,
+                senders: [String], createdAt: Int64, status: DeviceStatus = .active, state: String = "{}",
                 replacedBy: String? = nil) {
         self.replacedBy = replacedBy
         self.token = token
@@ -62,8 +63,8 @@ public struct QueuedMessage: Sendable, Equatable {
     public var delayWhileIdle: Bool
     /// A notification message (shown in the tray when the app is in the background).
     public var isNotification: Bool
-    /// `message`, or a notice the device channel produces itself: `deleted_messages`, `send_error`.
-    public var kind: String
+    /// An app server's message, or a notice the service produces itself.
+    public var kind: MessageKind
     /// The JSON object the device receives.
     public var payload: String
     /// HTTP v1's per-platform blocks as sent (`{"android":…,"apns":…,"webpush":…}`), kept so that
@@ -73,7 +74,7 @@ public struct QueuedMessage: Sendable, Equatable {
     public init(token: String, deviceMessageID: String, senderID: String, appMessageID: String,
                 collapseKey: String?, priority: String, timeToLive: Int, enqueuedAt: Int64,
                 expiresAt: Int64, deliveryReceiptRequested: Bool, delayWhileIdle: Bool = false,
-                isNotification: Bool = false, kind: String = "message", payload: String,
+                isNotification: Bool = false, kind: MessageKind = .message, payload: String,
                 platformBlocks: String? = nil) {
         self.platformBlocks = platformBlocks
         self.delayWhileIdle = delayWhileIdle
@@ -113,8 +114,7 @@ public struct QueueLimits: Sendable, Equatable {
 /// A message for an app server: an upstream message from a device, or a delivery receipt.
 public struct OutboundRecord: Sendable, Equatable {
     public var senderID: String
-    /// `upstream` or `receipt`.
-    public var kind: String
+    public var kind: OutboundKind
     /// The id the app server sees and ACKs (`dr2:…` for receipts).
     public var messageID: String
     /// The device the message is from (upstream) or about (receipt).
@@ -124,7 +124,7 @@ public struct OutboundRecord: Sendable, Equatable {
     public var createdAt: Int64
     public var expiresAt: Int64
 
-    public init(senderID: String, kind: String, messageID: String, token: String, json: String,
+    public init(senderID: String, kind: OutboundKind, messageID: String, token: String, json: String,
                 createdAt: Int64, expiresAt: Int64) {
         self.senderID = senderID
         self.kind = kind
@@ -168,7 +168,7 @@ public enum StoreOp: Sendable, Equatable {
     case addOutbound(OutboundRecord)
     /// Outbound items are keyed by the device too: two devices may use the same upstream message id,
     /// and an app server may reuse a message id (and so a receipt id) for two devices.
-    case removeOutbound(senderID: String, kind: String, token: String, messageID: String)
+    case removeOutbound(senderID: String, kind: OutboundKind, token: String, messageID: String)
     case addToTray(TrayEntry)
     case removeFromTray(token: String, deviceMessageID: String)
     case clearTray(token: String)

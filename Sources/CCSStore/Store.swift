@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import PushDomain
 import Synchronization
 
 /// Durable state in SQLite (WAL mode) through GRDB.
@@ -180,8 +181,8 @@ public final class Store: Sendable {
                 ON CONFLICT(token) DO UPDATE SET secret = excluded.secret, app = excluded.app,
                   platform = excluded.platform, senders = excluded.senders, status = excluded.status,
                   state = excluded.state, replaced_by = excluded.replaced_by
-                """).execute(arguments: [d.token, d.deviceID, d.secret, d.app, d.platform,
-                                 d.senders.joined(separator: ","), d.createdAt, d.status, d.state, d.replacedBy])
+                """).execute(arguments: [d.token, d.deviceID, d.secret, d.app, d.platform.rawValue,
+                                 d.senders.joined(separator: ","), d.createdAt, d.status.rawValue, d.state, d.replacedBy])
         case .enqueue(let m, let limits):
             try enqueue(m, limits: limits, in: db)
         case .removeMessage(let token, let id):
@@ -196,9 +197,9 @@ public final class Store: Sendable {
             try db.cachedStatement(sql: """
                 INSERT OR REPLACE INTO outbound(sender_id, kind, message_id, token, json, created_at, expires_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?)
-                """).execute(arguments: [o.senderID, o.kind, o.messageID, o.token, o.json, o.createdAt, o.expiresAt])
+                """).execute(arguments: [o.senderID, o.kind.rawValue, o.messageID, o.token, o.json, o.createdAt, o.expiresAt])
         case .removeOutbound(let sender, let kind, let token, let id):
-            try db.cachedStatement(sql: "DELETE FROM outbound WHERE sender_id = ? AND kind = ? AND token = ? AND message_id = ?").execute(arguments: [sender, kind, token, id])
+            try db.cachedStatement(sql: "DELETE FROM outbound WHERE sender_id = ? AND kind = ? AND token = ? AND message_id = ?").execute(arguments: [sender, kind.rawValue, token, id])
         case .addToTray(let t):
             try db.cachedStatement(sql: "INSERT OR REPLACE INTO tray(token, device_message_id, payload, shown_at) VALUES (?, ?, ?, ?)").execute(arguments: [t.token, t.deviceMessageID, t.payload, t.shownAt])
         case .removeFromTray(let token, let id):
@@ -223,7 +224,7 @@ public final class Store: Sendable {
             """).execute(arguments: [m.token, m.deviceMessageID, m.senderID, m.appMessageID, m.collapseKey,
                              m.priority, m.timeToLive, m.enqueuedAt, m.expiresAt,
                              m.deliveryReceiptRequested ? 1 : 0, m.delayWhileIdle ? 1 : 0,
-                             m.isNotification ? 1 : 0, m.kind, m.payload, m.platformBlocks])
+                             m.isNotification ? 1 : 0, m.kind.rawValue, m.payload, m.platformBlocks])
     }
 
     private static func enqueue(_ m: QueuedMessage, limits: QueueLimits?, in db: Database) throws {
@@ -271,9 +272,11 @@ public final class Store: Sendable {
                 SELECT token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by FROM device
                 """).map { row in
                 let senders: String = row[5]
-                return DeviceRecord(token: row[0], deviceID: row[1], secret: row[2], app: row[3], platform: row[4],
+                return DeviceRecord(token: row[0], deviceID: row[1], secret: row[2], app: row[3],
+                                    platform: Platform(rawValue: row[4]) ?? .android,
                                     senders: senders.split(separator: ",").map(String.init),
-                                    createdAt: row[6], status: row[7], state: row[8], replacedBy: row[9])
+                                    createdAt: row[6], status: DeviceStatus(rawValue: row[7]) ?? .uninstalled,
+                                    state: row[8], replacedBy: row[9])
             }
         }
     }
@@ -322,7 +325,7 @@ public final class Store: Sendable {
                       collapseKey: row[4], priority: row[5], timeToLive: row[6], enqueuedAt: row[7],
                       expiresAt: row[8], deliveryReceiptRequested: (row[9] as Int) != 0,
                       delayWhileIdle: (row[10] as Int) != 0, isNotification: (row[11] as Int) != 0,
-                      kind: row[12], payload: row[13], platformBlocks: row[14])
+                      kind: MessageKind(rawValue: row[12]) ?? .message, payload: row[13], platformBlocks: row[14])
     }
 
     /// Every message waiting for an app server, oldest first.
@@ -331,7 +334,7 @@ public final class Store: Sendable {
             try Row.fetchAll(db, sql: """
                 SELECT sender_id, kind, message_id, token, json, created_at, expires_at FROM outbound ORDER BY seq
                 """).map {
-                OutboundRecord(senderID: $0[0], kind: $0[1], messageID: $0[2], token: $0[3], json: $0[4],
+                OutboundRecord(senderID: $0[0], kind: OutboundKind(rawValue: $0[1]) ?? .upstream, messageID: $0[2], token: $0[3], json: $0[4],
                                createdAt: $0[5], expiresAt: $0[6])
             }
         }

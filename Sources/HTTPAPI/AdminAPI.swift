@@ -78,17 +78,15 @@ public struct AdminAPI: Sendable {
         v1.post("store/sync") { _, _ in
             // Everything accepted before this request is committed when it returns (crash tests wait
             // on this fact instead of sleeping).
-            await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
-                self.engine.committer.afterPendingWrites { cont.resume() }
-            }
-            let st = self.engine.committer.statistics
+            await self.engine.sync()
+            let st = self.engine.storeStatistics
             return JSONResponse.make(.object(["durable": .bool(true), "transactions": .int(Int64(st.batches))]))
         }
         v1.post("reset") { _, _ in
             do {
                 let removed = try await self.engine.reset()
                 return JSONResponse.make(.object(["devices_removed": .int(Int64(removed))]))
-            } catch let error as RegistrationError { throw Self.apiError(error) }
+            } catch let error as DeviceManagementError { throw Self.apiError(error) }
         }
         v1.get("info") { _, _ in self.infoResponse() }
         v1.get("ca.pem") { _, _ in
@@ -136,7 +134,7 @@ public struct AdminAPI: Sendable {
 
     private func infoResponse() -> Response {
         let i = info()
-        let st = engine.committer.statistics
+        let st = engine.storeStatistics
         return JSONResponse.make(.object([
             "connections": .object(connectionStatistics().mapValues { .int(Int64($0)) }),
             "store": .object([
@@ -169,10 +167,12 @@ public struct AdminAPI: Sendable {
         case .string(let s)?: senders = [s]
         default: throw APIError.badRequest("\"senders\" (array of sender IDs) is required")
         }
-        var platform = "android"
+        var platform = Platform.android
         if let p = fields["platform"] {
-            guard case .string(let s) = p else { throw APIError.badRequest("\"platform\" must be a string") }
-            platform = s
+            guard case .string(let s) = p, let named = Platform(rawValue: s) else {
+                throw APIError.badRequest("\"platform\" must be \"android\" or \"ios\"")
+            }
+            platform = named
         }
         do {
             let record = try await engine.registerDevice(app: app, senders: senders, platform: platform)
@@ -182,7 +182,7 @@ public struct AdminAPI: Sendable {
         }
     }
 
-    static func apiError(_ error: RegistrationError) -> APIError {
+    static func apiError(_ error: DeviceManagementError) -> APIError {
         switch error {
         case .invalidRequest(let m): return .badRequest(m)
         case .unknownSender: return APIError(status: .forbidden, message: error.description, googleStatus: "PERMISSION_DENIED")
@@ -224,11 +224,11 @@ public struct AdminAPI: Sendable {
             do {
                 let st = try await self.engine.setDeviceState(token: token, foreground: foreground, idle: idle)
                 return JSONResponse.make(.object(["foreground": .bool(st.foreground), "idle": .bool(st.idle)]))
-            } catch let error as RegistrationError { throw Self.apiError(error) }
+            } catch let error as DeviceManagementError { throw Self.apiError(error) }
         }
         v1.post("devices/:token/uninstall") { _, context in
             let token = try context.parameters.require("token")
-            do { try await self.engine.uninstall(token: token) } catch let error as RegistrationError { throw Self.apiError(error) }
+            do { try await self.engine.uninstall(token: token) } catch let error as DeviceManagementError { throw Self.apiError(error) }
             return JSONResponse.make(.object(["token": .string(token), "status": .string("uninstalled")]))
         }
         v1.post("devices/:token/reinstall") { _, context in
@@ -236,7 +236,7 @@ public struct AdminAPI: Sendable {
             do {
                 let record = try await self.engine.reinstall(token: token)
                 return JSONResponse.make(status: .created, self.deviceJSON(record, queued: 0, secrets: true))
-            } catch let error as RegistrationError { throw Self.apiError(error) }
+            } catch let error as DeviceManagementError { throw Self.apiError(error) }
         }
         v1.post("devices/:token/disconnect") { _, context in
             let token = try context.parameters.require("token")
@@ -247,7 +247,7 @@ public struct AdminAPI: Sendable {
         v1.get("devices/:token/tray") { _, context in
             let token = try context.parameters.require("token")
             guard self.engine.device(token: token) != nil else { throw APIError.notFound("no device with token \(token)") }
-            let tray = try Self.reading("the tray") { try self.engine.store.tray(token: token) }
+            let tray = try Self.reading("the tray") { try self.engine.tray(token: token) }
             return JSONResponse.make(.object(["tray": .array(tray.map(Self.trayJSON))]))
         }
         v1.post("devices/:token/tray/:id/tap") { _, context in
@@ -264,7 +264,7 @@ public struct AdminAPI: Sendable {
                     throw APIError.notFound("no notification \(id) in the tray")
                 }
                 return JSONResponse.make(Self.trayJSON(entry))
-            } catch let error as RegistrationError { throw Self.apiError(error) }
+            } catch let error as DeviceManagementError { throw Self.apiError(error) }
         }
         v1.get("clock") { _, _ in self.clockJSON(self.engine.clock.nowMillis()) }
         v1.post("clock/advance") { request, _ in
@@ -299,7 +299,7 @@ public struct AdminAPI: Sendable {
         v1.get("outbound") { _, _ in
             let items = self.engine.outbound().sorted { ($0.senderID, $0.messageID) < ($1.senderID, $1.messageID) }
             return JSONResponse.make(.object(["outbound": .array(items.map { o in
-                var f: [String: JSONValue] = ["sender_id": .string(o.senderID), "kind": .string(o.kind),
+                var f: [String: JSONValue] = ["sender_id": .string(o.senderID), "kind": .string(o.kind.rawValue),
                                               "message_id": .string(o.messageID), "token": .string(o.token),
                                               "expires_at": .int(o.expiresAt)]
                 if let c = o.connectionID { f["connection_id"] = .string(c) }
@@ -323,8 +323,8 @@ public struct AdminAPI: Sendable {
     func deviceJSON(_ d: DeviceRecord, queued: Int, secrets: Bool) -> JSONValue {
         var fields: [String: JSONValue] = [
             "token": .string(d.token), "device_id": .string(d.deviceID), "app": .string(d.app),
-            "platform": .string(d.platform), "senders": .array(d.senders.map { .string($0) }),
-            "status": .string(d.status), "created_at": .int(Int64(d.createdAt)),
+            "platform": .string(d.platform.rawValue), "senders": .array(d.senders.map { .string($0) }),
+            "status": .string(d.status.rawValue), "created_at": .int(Int64(d.createdAt)),
             "online": .bool(engine.isOnline(token: d.token)), "queued": .int(Int64(queued)),
         ]
         if let st = engine.deviceState(token: d.token) {
@@ -341,7 +341,7 @@ public struct AdminAPI: Sendable {
             "time_to_live": .int(Int64(m.timeToLive)), "enqueued_at": .int(Int64(m.enqueuedAt)),
             "expires_at": .int(Int64(m.expiresAt)),
             "delivery_receipt_requested": .bool(m.deliveryReceiptRequested),
-            "delay_while_idle": .bool(m.delayWhileIdle), "kind": .string(m.kind),
+            "delay_while_idle": .bool(m.delayWhileIdle), "kind": .string(m.kind.rawValue),
             "payload": (try? JSONValue.parse(m.payload)) ?? .string(m.payload),
         ]
         if let ck = m.collapseKey { fields["collapse_key"] = .string(ck) }

@@ -373,8 +373,8 @@ import Testing
         #expect(h.engine.authenticateAppServer(senderID: "123", key: "secret"))
         #expect(!h.engine.authenticateAppServer(senderID: "123", key: "other"))
         #expect(!h.engine.authenticateAppServer(senderID: "456", key: "secret"))
-        await #expect(throws: RegistrationError.unknownSender("456")) {
-            try await h.engine.registerDevice(app: "a", senders: ["456"], platform: "android")
+        await #expect(throws: DeviceManagementError.unknownSender("456")) {
+            try await h.engine.registerDevice(app: "a", senders: ["456"], platform: .android)
         }
     }
 
@@ -391,7 +391,7 @@ import Testing
 @Suite struct IOSDeliveryTests {
     @Test func iosDataMessagesWaitForTheForeground() async throws {
         let h = try Harness()
-        let d = try await h.engine.registerDevice(app: "com.example.ios", senders: ["111"], platform: "ios")
+        let d = try await h.engine.registerDevice(app: "com.example.ios", senders: ["111"], platform: .ios)
         _ = try await h.engine.setDeviceState(token: d.token, foreground: false, idle: nil)
         let device = await h.connect(d.token)
         _ = await h.send(data("data", to: d.token))
@@ -425,7 +425,7 @@ import Testing
         let h = try Harness()
         let d = try await h.register()
         _ = try await h.engine.reinstall(token: d.token)
-        await #expect(throws: RegistrationError.self) { try await h.engine.reinstall(token: d.token) }
+        await #expect(throws: DeviceManagementError.self) { try await h.engine.reinstall(token: d.token) }
     }
 
     @Test func messageIDsStayUniqueAcrossARestartWithAStoppedVirtualClock() async throws {

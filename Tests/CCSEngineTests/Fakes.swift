@@ -52,7 +52,7 @@ final class Harness: Sendable {
     }
 
     func register(senders: [String] = ["111"], app: String = "com.example.app") async throws -> DeviceRecord {
-        try await engine.registerDevice(app: app, senders: senders, platform: "android")
+        try await engine.registerDevice(app: app, senders: senders, platform: .android)
     }
 
     func send(_ m: DownstreamMessage, from sender: String = "111") async -> Outcome {

@@ -101,14 +101,14 @@ import Testing
             token = try await h.register().token
             let fresh = try await h.engine.reinstall(token: token)
             _ = try await h.engine.setDeviceState(token: token, foreground: false, idle: nil)
-            await #expect(throws: RegistrationError.invalidRequest("this installation was already re-installed as \(fresh.token)")) {
+            await #expect(throws: DeviceManagementError.invalidRequest("this installation was already re-installed as \(fresh.token)")) {
                 _ = try await h.engine.reinstall(token: token)
             }
             await h.engine.committer.shutdown()
         }
         let h = try Harness(path: path)
         #expect(h.engine.device(token: token)?.replacedBy != nil)
-        await #expect(throws: RegistrationError.self) { _ = try await h.engine.reinstall(token: token) }
+        await #expect(throws: DeviceManagementError.self) { _ = try await h.engine.reinstall(token: token) }
         #expect(h.engine.allDevices().count == 2)
     }
 
@@ -128,15 +128,15 @@ import Testing
         let h = try Harness()
         let d = try await h.register()
         h.engine.store.injectFailures { if case .upsertDevice = $0 { return true } else { return false } }
-        await #expect(throws: RegistrationError.self) {
+        await #expect(throws: DeviceManagementError.self) {
             _ = try await h.engine.setDeviceState(token: d.token, foreground: false, idle: true)
         }
         #expect(h.engine.deviceState(token: d.token) == DeviceState())
-        await #expect(throws: RegistrationError.self) { try await h.engine.uninstall(token: d.token) }
-        #expect(h.engine.device(token: d.token)?.status == "active")
+        await #expect(throws: DeviceManagementError.self) { try await h.engine.uninstall(token: d.token) }
+        #expect(h.engine.device(token: d.token)?.status == .active)
         h.engine.store.injectFailures(nil)
         #expect(await h.send(data("m", to: d.token)) == .ack(from: d.token))
-        #expect(try h.engine.store.loadDevices().first?.status == "active")
+        #expect(try h.engine.store.loadDevices().first?.status == .active)
     }
 
     // MARK: 8. uninstall racing downstream

@@ -1,4 +1,5 @@
 import CCSStore
+import PushDomain
 import Foundation
 import Synchronization
 import Testing
@@ -10,13 +11,13 @@ func temporaryStore() throws -> Store {
 }
 
 func message(_ token: String, _ id: String, collapseKey: String? = nil, expiresAt: Int64 = 10_000,
-             kind: String = "message") -> QueuedMessage {
+             kind: MessageKind = .message) -> QueuedMessage {
     QueuedMessage(token: token, deviceMessageID: id, senderID: "1", appMessageID: "app-\(id)", collapseKey: collapseKey,
                   priority: "normal", timeToLive: 10, enqueuedAt: 0, expiresAt: expiresAt,
                   deliveryReceiptRequested: false, kind: kind, payload: #"{"id":"\#(id)"}"#)
 }
 
-let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNotice: message("t", "deleted", kind: "deleted_messages"))
+let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNotice: message("t", "deleted", kind: .deletedMessages))
 
 @Suite struct StoreTests {
     @Test func queueRoundTripKeepsArrivalOrderAndFields() throws {
@@ -65,7 +66,7 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         #expect(after.map(\.deviceMessageID).sorted() == ["c", "deleted"])
         // A second overflow does not add a second notice.
         for i in 200..<301 { try store.apply([.enqueue(message("t", "m\(i)"), limits: limits)]) }
-        #expect(try store.queuedMessages(token: "t").filter { $0.kind == "deleted_messages" }.count == 1)
+        #expect(try store.queuedMessages(token: "t").filter { $0.kind == .deletedMessages }.count == 1)
     }
 
     @Test func withoutLimitsNothingIsDiscarded() throws {
@@ -84,23 +85,23 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
 
     @Test func outboundAndTrayPersist() throws {
         let store = try temporaryStore()
-        let r = OutboundRecord(senderID: "1", kind: "receipt", messageID: "dr2:x", token: "t", json: "{}", createdAt: 1, expiresAt: 2)
+        let r = OutboundRecord(senderID: "1", kind: .receipt, messageID: "dr2:x", token: "t", json: "{}", createdAt: 1, expiresAt: 2)
         try store.apply([.addOutbound(r), .addToTray(TrayEntry(token: "t", deviceMessageID: "m", payload: "{}", shownAt: 5))])
         #expect(try store.loadOutbound() == [r])
         #expect(try store.tray(token: "t").map(\.deviceMessageID) == ["m"])
-        try store.apply([.removeOutbound(senderID: "1", kind: "receipt", token: "t", messageID: "dr2:x"), .clearTray(token: "t")])
+        try store.apply([.removeOutbound(senderID: "1", kind: .receipt, token: "t", messageID: "dr2:x"), .clearTray(token: "t")])
         #expect(try store.loadOutbound().isEmpty)
         #expect(try store.tray(token: "t").isEmpty)
     }
 
     @Test func outboundItemsOfTwoDevicesWithOneIDAreTwoItems() throws {
         let store = try temporaryStore()
-        let a = OutboundRecord(senderID: "1", kind: "upstream", messageID: "1", token: "a", json: "{}", createdAt: 1, expiresAt: 2)
+        let a = OutboundRecord(senderID: "1", kind: .upstream, messageID: "1", token: "a", json: "{}", createdAt: 1, expiresAt: 2)
         var b = a
         b.token = "b"
         try store.apply([.addOutbound(a), .addOutbound(b)])
         #expect(try store.loadOutbound() == [a, b])
-        try store.apply([.removeOutbound(senderID: "1", kind: "upstream", token: "b", messageID: "1")])
+        try store.apply([.removeOutbound(senderID: "1", kind: .upstream, token: "b", messageID: "1")])
         #expect(try store.loadOutbound() == [a])
     }
 
@@ -129,8 +130,8 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
 
     @Test func theReinstallMarkerRoundTripsBesideTheState() throws {
         let store = try temporaryStore()
-        let device = DeviceRecord(token: "t", deviceID: "d", secret: "s", app: "a", platform: "android",
-                                  senders: ["1"], createdAt: 1, status: "uninstalled",
+        let device = DeviceRecord(token: "t", deviceID: "d", secret: "s", app: "a", platform: .android,
+                                  senders: ["1"], createdAt: 1, status: .uninstalled,
                                   state: #"{"foreground":false,"idle":false}"#, replacedBy: "t2")
         try store.apply([.upsertDevice(device)])
         #expect(try store.loadDevices() == [device])
@@ -140,7 +141,7 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-store-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let path = dir.appendingPathComponent("db.sqlite").path
-        let device = DeviceRecord(token: "t", deviceID: "d", secret: "s", app: "a", platform: "android",
+        let device = DeviceRecord(token: "t", deviceID: "d", secret: "s", app: "a", platform: .android,
                                   senders: ["1", "2"], createdAt: 3, state: #"{"idle":true}"#)
         do {
             let store = try Store(path: path)

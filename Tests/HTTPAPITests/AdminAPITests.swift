@@ -82,7 +82,7 @@ import Testing
     /// Issue 10, defect 10: a failed read answered 200 with an empty list.
     @Test func aFailingReadIs500NotAnEmptyAnswer() async throws {
         let f = try Fixture()
-        let device = try await f.engine.registerDevice(app: "com.example.app", senders: ["1"], platform: "android")
+        let device = try await f.engine.registerDevice(app: "com.example.app", senders: ["1"], platform: .android)
         f.engine.store.injectReadFailures(true)
         try await f.test { client in
             for uri in ["/emulator/v1/devices", "/emulator/v1/devices/\(device.token)", "/emulator/v1/devices/\(device.token)/tray"] {
@@ -111,7 +111,7 @@ import Testing
 
     @Test func aFailedStoreWriteIs500AndChangesNothing() async throws {
         let f = try Fixture()
-        let device = try await f.engine.registerDevice(app: "com.example.app", senders: ["1"], platform: "android")
+        let device = try await f.engine.registerDevice(app: "com.example.app", senders: ["1"], platform: .android)
         f.engine.store.injectFailures { _ in true }
         try await f.test { client in
             let response = try await Self.post(client, "/emulator/v1/devices/\(device.token)/state", #"{"idle":true}"#)
@@ -122,7 +122,7 @@ import Testing
 
     @Test func syncAnswersOnceEverythingAcceptedIsDurable() async throws {
         let f = try Fixture()
-        let device = try await f.engine.registerDevice(app: "com.example.app", senders: ["1"], platform: "android")
+        let device = try await f.engine.registerDevice(app: "com.example.app", senders: ["1"], platform: .android)
         f.engine.send(SendRequest(sender: "1", target: .token(device.token), message: Message(messageID: "m", data: ["k": "v"]))) { _ in }
         try await f.test { client in
             let response = try await Self.post(client, "/emulator/v1/store/sync")
@@ -134,7 +134,7 @@ import Testing
 
     @Test func resetRemovesDevicesAndKeepsTheRest() async throws {
         let f = try Fixture()
-        _ = try await f.engine.registerDevice(app: "com.example.app", senders: ["1"], platform: "android")
+        _ = try await f.engine.registerDevice(app: "com.example.app", senders: ["1"], platform: .android)
         try await f.test { client in
             let response = try await Self.post(client, "/emulator/v1/reset")
             #expect(try Self.json(response)["devices_removed"] == .int(1))
@@ -145,7 +145,7 @@ import Testing
 
     @Test func tappingWhatIsNotInTheTrayIs404() async throws {
         let f = try Fixture()
-        let device = try await f.engine.registerDevice(app: "com.example.app", senders: ["1"], platform: "android")
+        let device = try await f.engine.registerDevice(app: "com.example.app", senders: ["1"], platform: .android)
         try await f.test { client in
             let response = try await Self.post(client, "/emulator/v1/devices/\(device.token)/tray/0:1%25abc/tap")
             #expect(response.status == .notFound)

@@ -1,0 +1,21 @@
+import CCSStore
+
+/// The read-only views the admin API shows, and the one wait it offers: the only surface HTTPAPI
+/// uses besides the engine's commands, so that it never reaches into the store or its writer.
+extension Engine {
+    /// The notifications shown in a device's tray, oldest first.
+    public func tray(token: String) throws -> [TrayEntry] {
+        try store.tray(token: token)
+    }
+
+    /// The writer's figures (transactions, ops, live writes committed and called off).
+    public var storeStatistics: GroupCommitter.Statistics { committer.statistics }
+
+    /// Returns once everything accepted before the call is committed (live writes still waiting for
+    /// a device's confirmation are written at once).
+    public func sync() async {
+        await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
+            committer.afterPendingWrites { cont.resume() }
+        }
+    }
+}

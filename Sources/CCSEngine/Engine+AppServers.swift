@@ -1,0 +1,124 @@
+import CCSProtocol
+import CCSStore
+import Synchronization
+
+/// App-server connections: authentication, the per-sender cap, draining, and what each one holds.
+extension Engine {
+    /// The answer to an app server's SASL credentials.
+    public enum AppServerAuthentication: Sendable, Equatable {
+        case accepted
+        /// Refused; the reason is for the app server's developer (logged, and sent in the SASL failure).
+        case refused(reason: String)
+    }
+
+    /// Checks SASL credentials; in permissive mode a new sender is provisioned on first use.
+    public func authenticateAppServer(senderID: String, key: String) -> Bool {
+        checkAppServer(senderID: senderID, key: key) == .accepted
+    }
+
+    /// `authenticateAppServer`, saying why a login is refused.
+    public func checkAppServer(senderID: String, key: String) -> AppServerAuthentication {
+        guard Self.isSenderID(senderID) else {
+            let shown = senderID.isEmpty ? "an empty user name" : "\"\(senderID.prefix(64))\""
+            return .refused(reason: "the user name must be a sender ID (1 to 32 digits, optionally followed by @gcm.googleapis.com); got \(shown)")
+        }
+        guard !key.isEmpty else { return .refused(reason: "the password (the server key) is empty for sender \(senderID)") }
+        switch configuration.authMode {
+        case .strict:
+            guard let expected = configuration.configuredSenders[senderID] else {
+                return .refused(reason: "sender \(senderID) is not in the --config file (--auth strict)")
+            }
+            return expected == key ? .accepted : .refused(reason: "wrong server key for sender \(senderID) (--auth strict)")
+        case .permissive:
+            let now = clock.nowMillis()
+            let new: SenderRecord? = state.withLock { s in
+                if s.senders[senderID] != nil { return nil }
+                let record = SenderRecord(senderID: senderID, serverKey: key, createdAt: now)
+                s.senders[senderID] = record
+                return record
+            }
+            if let new { committer.submit(.upsertSender(new)) }
+            return .accepted
+        }
+    }
+
+    static func isSenderID(_ s: String) -> Bool {
+        !s.isEmpty && s.utf8.count <= 32 && s.utf8.allSatisfy { $0 >= 48 && $0 <= 57 }
+    }
+
+    /// Registers a bound app-server connection; false when the sender already has as many
+    /// connections as allowed (the caller closes it).
+    @discardableResult
+    public func connectionOpened(_ info: AppServerConnectionInfo, link: any AppServerLink) -> Bool {
+        let result = state.withLock { s -> [Send]? in
+            if (s.connectionsBySender[info.senderID]?.count ?? 0) >= configuration.maxConnectionsPerSender { return nil }
+            s.connections[info.id] = ConnectionEntry(info: info, link: link)
+            s.connectionsBySender[info.senderID, default: []].append(info.id)
+            return dispatchOutbound(sender: info.senderID, &s)
+        }
+        guard let sends = result else { return false }
+        perform(sends)
+        return true
+    }
+
+    public func connectionCount(senderID: String) -> Int {
+        state.withLock { $0.connectionsBySender[senderID]?.count ?? 0 }
+    }
+
+    /// Ends every connection, app servers' and devices' (shutdown, after draining).
+    public func closeAllConnections() {
+        let links: [any AppServerLink] = state.withLock { $0.connections.values.map(\.link) }
+        let devices: [any DeviceLink] = state.withLock { $0.online.values.map(\.link) }
+        for l in links { l.close() }
+        for d in devices { d.close() }
+    }
+
+    /// The connection is gone: whatever it had not ACKed goes to the sender's other connections.
+    public func connectionClosed(id: String) {
+        let sends = state.withLock { s -> [Send] in
+            guard let entry = s.connections.removeValue(forKey: id) else { return [] }
+            let sender = entry.info.senderID
+            s.connectionsBySender[sender]?.removeAll { $0 == id }
+            requeue(entry.inFlight.values.map(\.record), sender: sender, &s)
+            return dispatchOutbound(sender: sender, &s)
+        }
+        perform(sends)
+    }
+
+    /// Draining: the connection takes no new outbound traffic; what it holds unACKed stays there
+    /// until it ACKs or closes.
+    public func connectionDraining(id: String) {
+        let sends = state.withLock { s -> [Send] in
+            guard let sender = s.connections[id]?.info.senderID else { return [] }
+            return dispatchOutbound(sender: sender, &s)
+        }
+        perform(sends)
+    }
+
+    public struct ConnectionSnapshot: Sendable {
+        public var info: AppServerConnectionInfo
+        public var pending: Int
+        public var draining: Bool
+        public var unackedOutbound: Int
+    }
+
+    public func connections() -> [ConnectionSnapshot] {
+        let entries = state.withLock { Array($0.connections.values) }
+        return entries.map {
+            ConnectionSnapshot(info: $0.info, pending: $0.link.pendingCount, draining: $0.link.isDraining,
+                               unackedOutbound: $0.inFlight.count)
+        }.sorted { $0.info.connectedAtMillis < $1.info.connectedAtMillis }
+    }
+
+    /// Starts draining one connection; false if there is no such connection.
+    @discardableResult
+    public func drain(connectionID: String) -> Bool {
+        guard let link = state.withLock({ $0.connections[connectionID]?.link }) else { return false }
+        link.drain()
+        return true
+    }
+
+    public func drainAll() {
+        for link in state.withLock({ $0.connections.values.map(\.link) }) { link.drain() }
+    }
+}

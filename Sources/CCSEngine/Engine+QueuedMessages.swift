@@ -1,0 +1,56 @@
+import CCSProtocol
+import CCSStore
+import Synchronization
+
+/// What the store keeps for a device: a message as the device will see it, and the notices the
+/// service gives the device itself.
+extension Engine {
+    static func queuedMessage(_ m: Message, token: String, app: String, senderID: String,
+                              deviceMessageID: String, now: Int64) -> QueuedMessage {
+        let isNotification = m.notification != nil
+        let priority = m.effectivePriority
+        // Notification messages are always collapsible: without a key, the app's package is the key.
+        let collapseKey = m.collapseKey ?? (isNotification ? app : nil)
+        // Keys in sorted order, as JSONValue.encoded() would write them.
+        var payload = JSONObjectWriter()
+        if let ck = m.collapseKey { payload.add("collapse_key", ck) }
+        if let ca = m.contentAvailable { payload.add("content_available", ca) }
+        if let data = m.data { payload.add("data", stringMap: data) }
+        payload.add("from", senderID)
+        payload.add("message_id", deviceMessageID)
+        if let mc = m.mutableContent { payload.add("mutable_content", mc) }
+        if let n = m.notification { payload.add("notification", json: n) }
+        payload.add("original_priority", priority.rawValue)
+        payload.add("priority", priority.rawValue)
+        payload.add("sent_time", now)
+        payload.add("ttl", Int64(m.timeToLive))
+        return QueuedMessage(token: token, deviceMessageID: deviceMessageID, senderID: senderID,
+                             appMessageID: m.messageID, collapseKey: collapseKey, priority: priority.rawValue,
+                             timeToLive: m.timeToLive, enqueuedAt: now,
+                             expiresAt: now + Int64(m.timeToLive) * 1000,
+                             deliveryReceiptRequested: m.deliveryReceiptRequested,
+                             delayWhileIdle: m.delayWhileIdle, isNotification: isNotification,
+                             payload: payload.finished(), platformBlocks: platformBlocks(m))
+    }
+
+    /// HTTP v1's platform blocks, kept with the stored message for the platform views to come.
+    static func platformBlocks(_ m: Message) -> String? {
+        var blocks: [String: JSONValue] = [:]
+        if let android = m.android { blocks["android"] = android }
+        if let apns = m.apns { blocks["apns"] = apns }
+        if let webpush = m.webpush { blocks["webpush"] = webpush }
+        return blocks.isEmpty ? nil : JSONValue.object(blocks).encoded()
+    }
+
+    func deletedMessagesNotice(token: String, senderID: String, now: Int64) -> QueuedMessage {
+        let id = "deleted:\(now)"
+        let payload = JSONValue.object([
+            "message_type": .string("deleted_messages"), "message_id": .string(id), "sent_time": .int(now),
+        ]).encoded()
+        return QueuedMessage(token: token, deviceMessageID: id, senderID: senderID, appMessageID: "",
+                             collapseKey: nil, priority: Priority.high.rawValue,
+                             timeToLive: Message.maximumTimeToLive, enqueuedAt: now,
+                             expiresAt: now + Int64(Message.maximumTimeToLive) * 1000,
+                             deliveryReceiptRequested: false, kind: .deletedMessages, payload: payload)
+    }
+}

@@ -1,0 +1,145 @@
+import CCSProtocol
+import CCSStore
+import Synchronization
+
+/// Downstream messages: the one entry every front end calls, the checks, and hand-over or storage.
+extension Engine {
+    /// The one entry for downstream messages, whichever API they came in through. `completion` runs
+    /// exactly once, with one result per token of the target (in its order); an acceptance only after
+    /// the message is committed or delivered (or deliberately not stored: dry run, TTL 0).
+    public func send(_ request: SendRequest, completion: @escaping @Sendable ([SendResult]) -> Void) {
+        switch request.target {
+        case .token(let token):
+            send(request.message, to: token, senderID: request.sender) { completion([$0]) }
+        case .tokens(let tokens):
+            let gathered = ResultsInOrder(count: tokens.count, completion: completion)
+            for (index, token) in tokens.enumerated() {
+                send(request.message, to: token, senderID: request.sender) { gathered.set(index, $0) }
+            }
+        case .topic(let name):
+            completion([.refused(.unsupportedTarget(kind: "topic", target: "/topics/" + name))])
+        case .condition(let condition):
+            completion([.refused(.unsupportedTarget(kind: "condition", target: condition))])
+        case .group(let key):
+            completion([.refused(.unsupportedTarget(kind: "device group", target: key))])
+        }
+    }
+
+    /// One message to one token.
+    func send(_ message: Message, to: String, senderID: String, completion: @escaping @Sendable (SendResult) -> Void) {
+        let now = clock.nowMillis()
+        let lookup: Lookup = state.withLock { s in
+            guard let device = s.devices[to] else { return .refused(.invalidRegistration(token: to)) }
+            if device.status != .active { return .refused(.unregistered(token: to)) }
+            guard device.senders.contains(senderID) else { return .refused(.senderMismatch(token: to, sender: senderID)) }
+            if let package = message.restrictedPackageName, package != device.app {
+                return .refused(.packageMismatch(token: to, package: package))
+            }
+            let id = DeviceMessageID.make(micros: nextMicros(&s), senderHash: DeviceMessageID.senderHash(senderID))
+            let deviceState = s.deviceStates[to] ?? DeviceState()
+            let takesNow = s.online[to]?.loaded == true
+            return .found(app: device.app, platform: device.platform, id, deviceState, takesNow)
+        }
+        let app: String, platform: Platform, deviceMessageID: String, deviceState: DeviceState, online: Bool
+        switch lookup {
+        case .refused(let error): completion(.refused(error)); return
+        case .found(let a, let p, let id, let st, let o): (app, platform, deviceMessageID, deviceState, online) = (a, p, id, st, o)
+        }
+        if message.dryRun {
+            completion(.accepted(token: to, deviceMessageID: nil))
+            return
+        }
+        let queued = Self.queuedMessage(message, token: to, app: app, senderID: senderID,
+                                        deviceMessageID: deviceMessageID, now: now)
+        let deliverableNow = online && deviceState.admits(queued, platform: platform)
+        if message.timeToLive == 0 && !deliverableNow {
+            // "Now or never": the device cannot take it now, so it is dropped, never stored.
+            completion(.accepted(token: to, deviceMessageID: nil))
+            return
+        }
+        let ticket = deliverableNow ? WriteTicket() : nil
+        let early = ticket.map { EarlyDelivery(ticket: $0, settle: completion) }
+        let limits = deliverableNow ? nil : storageLimits(token: to, senderID: senderID, now: now)
+        // The installation check and the write's submission share one critical section: an uninstall
+        // (which marks the device and submits its queue's removal under this lock) comes either before
+        // (NACK) or after (its removal follows this write), never between.
+        let plan = state.withLock { s -> DownstreamPlan in
+            guard s.devices[to]?.status == .active else { return .unregistered }
+            if let early, let ticket, s.online[to]?.loaded == true {
+                // The device can take it now: hand it over at once and write it in the background. If
+                // the device confirms it before the writer gets to it, the write is called off and the
+                // ACK follows the confirmation; otherwise the ACK follows the commit, as for every message.
+                let sends = take([queued], token: to, early: early, &s)
+                if !sends.isEmpty {
+                    // The collapse is not called off with the write: an older message with this key
+                    // held back (Doze) must go even when this one never reaches the disk.
+                    if let key = queued.collapseKey { committer.submit(.collapse(token: to, collapseKey: key)) }
+                    committer.submit([.enqueue(queued, limits: nil)], ticket: ticket) { [self] error in
+                        completion(outcome(storing: queued, error: error))
+                    }
+                    return .live(sends)
+                }
+                // It went offline (or to sleep) in between: store it like any other message.
+                if message.timeToLive == 0 { return .dropped }
+            }
+            committer.submit(.enqueue(queued, limits: limits ?? storageLimits(token: to, senderID: senderID, now: now))) { [self] error in
+                if error == nil { handOver([queued], to: to) }
+                completion(outcome(storing: queued, error: error))
+            }
+            return .stored
+        }
+        switch plan {
+        case .live(let sends): perform(sends)
+        case .stored: break
+        case .dropped: completion(.accepted(token: to, deviceMessageID: nil))
+        case .unregistered: completion(.refused(.unregistered(token: to)))
+        }
+    }
+
+    private enum DownstreamPlan {
+        case live([Send])
+        case stored
+        case dropped
+        case unregistered
+    }
+
+    private func storageLimits(token: String, senderID: String, now: Int64) -> QueueLimits {
+        QueueLimits(maxCollapseKeys: configuration.maxCollapseKeys,
+                    maxNonCollapsible: configuration.maxStoredNonCollapsible,
+                    overflowNotice: deletedMessagesNotice(token: token, senderID: senderID, now: now))
+    }
+
+    /// The answer once the message's write has committed (accepted) or failed (internal error).
+    private func outcome(storing queued: QueuedMessage, error: Error?) -> SendResult {
+        guard let error else { return .accepted(token: queued.token, deviceMessageID: queued.deviceMessageID) }
+        logger.error("enqueue failed", metadata: ["error": "\(error)"])
+        return .refused(.internalError)
+    }
+
+    private enum Lookup {
+        case refused(SendError)
+        case found(app: String, platform: Platform, String, DeviceState, Bool)
+    }
+}
+
+/// Results for a multicast, handed over in the request's order once every token has its answer.
+final class ResultsInOrder: Sendable {
+    private let state: Mutex<(results: [SendResult?], missing: Int)>
+    private let completion: @Sendable ([SendResult]) -> Void
+
+    init(count: Int, completion: @escaping @Sendable ([SendResult]) -> Void) {
+        state = Mutex((Array(repeating: nil, count: count), count))
+        self.completion = completion
+        if count == 0 { completion([]) }
+    }
+
+    func set(_ index: Int, _ result: SendResult) {
+        let done: [SendResult]? = state.withLock { s in
+            guard s.results[index] == nil else { return nil }
+            s.results[index] = result
+            s.missing -= 1
+            return s.missing == 0 ? s.results.map { $0! } : nil
+        }
+        if let done { completion(done) }
+    }
+}
