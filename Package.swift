@@ -37,15 +37,16 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "XMPPServer", dependencies: [
-            "XMLStreaming", "CCSProtocol", "CCSEngine",
+            "XMLStreaming", "CCSProtocol", "CCSEngine", "CCSStore",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "HTTPAPI", dependencies: [
-            "CCSProtocol", "CCSEngine",
+            "CCSProtocol", "CCSEngine", "CCSStore",
             .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "NIOCore", package: "swift-nio"),
         ]),
         .target(name: "DeviceSimulator", dependencies: [
             "XMLStreaming", "CCSProtocol",
@@ -65,6 +66,7 @@ let package = Package(
             .product(name: "SwiftASN1", package: "swift-asn1"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "Hummingbird", package: "hummingbird"),
         ]),
         .target(name: "LoadGenerator", dependencies: [
             "CCSProtocol", "DeviceSimulator",
@@ -74,13 +76,16 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         .executableTarget(name: "ccs-emulator", dependencies: [
-            "CCSEmulator", "DeviceSimulator", "LoadGenerator",
+            "CCSEmulator", "DeviceSimulator", "LoadGenerator", "CCSEngine", "CCSProtocol", "CCSStore", "XMPPServer",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
         ]),
         .testTarget(name: "XMLStreamingTests", dependencies: ["XMLStreaming"]),
         .testTarget(name: "CCSProtocolTests", dependencies: ["CCSProtocol"]),
         .testTarget(name: "CCSStoreTests", dependencies: ["CCSStore", "PushDomain"]),
-        .testTarget(name: "CCSEngineTests", dependencies: ["CCSEngine", "CCSStore"]),
+        .testTarget(name: "CCSEngineTests", dependencies: ["CCSEngine", "CCSStore", "CCSProtocol"]),
         .testTarget(name: "LoadGeneratorTests", dependencies: [
             "LoadGenerator",
             .product(name: "NIOCore", package: "swift-nio"),
