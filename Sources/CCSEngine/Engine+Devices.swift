@@ -329,7 +329,7 @@ extension Engine {
     /// material stay. Returns how many devices were removed.
     public func reset() async throws(DeviceManagementError) -> Int {
         let (count, links): (Int, [any DeviceLink]) = try await change { s in
-            let before = (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending)
+            let before = (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending, s.upstreamIDs)
             let links = s.online.values.map(\.link)
             let count = s.devices.count
             s.devices = [:]
@@ -337,10 +337,11 @@ extension Engine {
             s.tokenByDeviceID = [:]
             s.online = [:]
             s.outboundPending = [:]
+            s.upstreamIDs = [:]
             for id in s.connections.keys { s.connections[id]?.inFlight = [:] }
             return .success(Change(value: (count, links), ops: [.removeAllDevices], undo: { s in
                 guard s.devices.isEmpty else { return }
-                (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending) = before
+                (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending, s.upstreamIDs) = before
             }))
         }
         for link in links { link.close() }

@@ -3,7 +3,7 @@ import CCSStore
 import DequeModule
 
 /// The answer the device channel gives a device for one upstream message.
-public enum UpstreamOutcome: Sendable, Equatable {
+public enum UpstreamOutcome: Sendable, Hashable {
     /// Committed: the device's `onMessageSent`.
     case sent(messageID: String)
     /// Refused or expired: the device's `onSendError`.
@@ -56,20 +56,13 @@ extension Engine {
         let check: UpstreamCheck = state.withLock { s in
             guard let device = s.devices[token], device.status == .active else { return .error("DEVICE_UNREGISTERED") }
             guard device.senders.contains(senderID) else { return .error("INVALID_SENDER") }
-            let pending = s.outboundPending[senderID] ?? []
-            var mine = 0
-            for r in pending where r.token == token && r.kind == .upstream {
-                if r.messageID == messageID { return .error("DUPLICATE_MESSAGE_ID") }
-                mine += 1
-            }
-            for id in s.connectionsBySender[senderID] ?? [] {
-                for (_, sent) in s.connections[id]?.inFlight ?? [:]
-                where sent.record.token == token && sent.record.kind == .upstream {
-                    if sent.record.messageID == messageID { return .error("DUPLICATE_MESSAGE_ID") }
-                    mine += 1
-                }
-            }
-            if mine >= configuration.maxPendingUpstreamPerDevice { return .error("TOO_MANY_MESSAGES") }
+            // The id is taken from here on (until ACKed or given up), so that a second copy sent
+            // before the first is committed is a duplicate too.
+            let held = UpstreamHolder(sender: senderID, token: token)
+            let ids = s.upstreamIDs[held] ?? []
+            if ids.contains(messageID) { return .error("DUPLICATE_MESSAGE_ID") }
+            if ids.count >= configuration.maxPendingUpstreamPerDevice { return .error("TOO_MANY_MESSAGES") }
+            s.upstreamIDs[held, default: []].insert(messageID)
             return .ok(device.app)
         }
         let category: String
@@ -84,12 +77,21 @@ extension Engine {
                                     json: json, createdAt: now, expiresAt: now + ttl * 1000)
         committer.submit(.addOutbound(record)) { [self] error in
             if error != nil {
+                state.withLock { Self.releaseUpstreamID(of: record, &$0) }
                 completion(.sendError(messageID: messageID, error: "INTERNAL_SERVER_ERROR"))
                 return
             }
             completion(.sent(messageID: messageID))
             enqueueOutbound(record)
         }
+    }
+
+    /// An upstream message is done (ACKed, given up, or never stored): its id may be used again.
+    static func releaseUpstreamID(of r: OutboundRecord, _ s: inout State) {
+        guard r.kind == .upstream else { return }
+        let held = UpstreamHolder(sender: r.senderID, token: r.token)
+        s.upstreamIDs[held]?.remove(r.messageID)
+        if s.upstreamIDs[held]?.isEmpty == true { s.upstreamIDs[held] = nil }
     }
 
     private enum UpstreamCheck {
@@ -168,6 +170,7 @@ extension Engine {
                   let key = entry.acknowledged(messageID: messageID, to: to),
                   let sent = entry.inFlight.removeValue(forKey: key) else { return [] }
             s.connections[connectionID] = entry
+            Self.releaseUpstreamID(of: sent.record, &s)
             committer.submit(.removeOutbound(senderID: sent.record.senderID, kind: sent.record.kind,
                                              token: sent.record.token, messageID: sent.record.messageID))
             return dispatchOutbound(sender: entry.info.senderID, &s)
@@ -252,6 +255,7 @@ extension Engine {
     /// sender's queue overflowed): it is dropped, and the device that sent it (upstream) gets
     /// `send_error` with `error` through its queue.
     func outboundDropped(_ r: OutboundRecord, now: Int64, error: String) {
+        state.withLock { Self.releaseUpstreamID(of: r, &$0) }
         var ops: [StoreOp] = [.removeOutbound(senderID: r.senderID, kind: r.kind, token: r.token, messageID: r.messageID)]
         var notice: QueuedMessage?
         if r.kind == .upstream {

@@ -111,6 +111,12 @@ public final class Engine: Sendable {
         var messageID: String
     }
 
+    /// A device's upstream messages to one sender.
+    struct UpstreamHolder: Hashable {
+        var sender: String
+        var token: String
+    }
+
     struct ConnectionEntry {
         var info: AppServerConnectionInfo
         let link: any AppServerLink
@@ -146,6 +152,9 @@ public final class Engine: Sendable {
         var connectionsBySender: [String: [String]] = [:]
         /// Outbound messages per sender not on any connection, oldest first.
         var outboundPending: [String: Deque<OutboundRecord>] = [:]
+        /// Ids of the upstream messages each device has waiting for each sender (pending or sent and
+        /// not ACKed): the duplicate and per-device limit checks look here, not through the queues.
+        var upstreamIDs: [UpstreamHolder: Set<String>] = [:]
         var lastMicros: Int64 = 0
         var roundRobin = 0
         /// Tray entries being tapped ("token id"): a second tap of the same one finds nothing.
@@ -175,6 +184,9 @@ public final class Engine: Sendable {
         s.lastMicros = try committer.store.largestMessageMicros()
         for record in try committer.store.loadOutbound() {
             s.outboundPending[record.senderID, default: []].append(record)
+            if record.kind == .upstream {
+                s.upstreamIDs[UpstreamHolder(sender: record.senderID, token: record.token), default: []].insert(record.messageID)
+            }
         }
         state = Mutex(s)
     }

@@ -53,6 +53,26 @@ import Testing
         #expect(try h.engine.store.loadOutbound().isEmpty)
     }
 
+    @Test func aSecondCopySentBeforeTheFirstIsStoredIsADuplicate() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        let answers = Mutex<[UpstreamOutcome]>([])
+        for _ in 0..<2 {
+            h.engine.upstream(from: d.token, ["to": "111@gcm.googleapis.com", "message_id": "twice"]) { o in
+                answers.withLock { $0.append(o) }
+            }
+        }
+        await h.settle()
+        #expect(Set(answers.withLock { $0 }) == [.sent(messageID: "twice"),
+                                                  .sendError(messageID: "twice", error: "DUPLICATE_MESSAGE_ID")])
+        #expect(try h.engine.store.loadOutbound().count == 1)
+        // Once ACKed, the id may be used again.
+        let server = h.appServer(id: "c")
+        #expect(server.ids == ["twice"])
+        h.engine.appServerAcknowledged(connectionID: "c", messageID: "twice", to: d.token)
+        #expect(await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": "twice"]) == .sent(messageID: "twice"))
+    }
+
     // MARK: 3. a called-off live write must not call off its collapse
 
     @Test func aConfirmedLiveMessageStillCollapsesTheHeldOneWithItsKey() async throws {
