@@ -1,4 +1,7 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
+// 6.1 for package traits: Hummingbird with FullFoundation only. Its default also enables
+// ConfigurationSupport, whose two trait flags SwiftPM orders differently from run to run, so that a
+// warm rebuild recompiled ~113 steps; without it a rerun of scripts/test builds nothing.
 import PackageDescription
 
 let package = Package(
@@ -17,9 +20,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.5.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.5.0", traits: ["FullFoundation"]),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
     ],
     targets: [
         .systemLibrary(name: "CExpat", path: "Sources/CExpat", pkgConfig: "expat",
@@ -48,6 +52,17 @@ let package = Package(
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "NIOCore", package: "swift-nio"),
         ]),
+        .target(name: "GoogleAuth", dependencies: [
+            "PushDomain",
+            .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "CryptoExtras", package: "swift-crypto"),
+        ]),
+        .target(name: "FCMHTTP", dependencies: [
+            "PushDomain", "CCSProtocol", "CCSEngine", "GoogleAuth",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "NIOCore", package: "swift-nio"),
+        ]),
         .target(name: "DeviceSimulator", dependencies: [
             "XMLStreaming", "CCSProtocol",
             .product(name: "NIOCore", package: "swift-nio"),
@@ -57,7 +72,7 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         .target(name: "CCSEmulator", dependencies: [
-            "XMPPServer", "HTTPAPI", "CCSEngine", "CCSStore", "CCSProtocol",
+            "XMPPServer", "HTTPAPI", "FCMHTTP", "CCSEngine", "CCSStore", "CCSProtocol",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -77,6 +92,7 @@ let package = Package(
         ]),
         .executableTarget(name: "ccs-emulator", dependencies: [
             "CCSEmulator", "DeviceSimulator", "LoadGenerator", "CCSEngine", "CCSProtocol", "CCSStore", "XMPPServer",
+            "GoogleAuth",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -109,6 +125,16 @@ let package = Package(
         ]),
         .testTarget(name: "HTTPAPITests", dependencies: [
             "HTTPAPI", "CCSEngine", "CCSStore", "CCSProtocol",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdTesting", package: "hummingbird"),
+        ]),
+        .testTarget(name: "GoogleAuthTests", dependencies: [
+            "GoogleAuth", "PushDomain",
+            .product(name: "Crypto", package: "swift-crypto"),
+        ]),
+        .testTarget(name: "FCMHTTPTests", dependencies: [
+            "FCMHTTP", "GoogleAuth", "CCSEngine", "CCSStore", "CCSProtocol",
+            .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdTesting", package: "hummingbird"),
         ]),

@@ -12,9 +12,16 @@ public struct HTTPJSONClient: Sendable {
         public var description: String { "HTTP \(status): \(body)" }
     }
 
+    /// The request got no complete answer in time (a port that accepts but never answers).
+    public struct Timeout: Error, CustomStringConvertible {
+        public var description: String { "no HTTP answer in time" }
+    }
+
     public let host: String
     public let port: Int
     let group: any EventLoopGroup
+    /// Limit for connecting and for the whole answer.
+    public var timeout: TimeAmount = .seconds(30)
 
     public init(host: String, port: Int, group: any EventLoopGroup) {
         self.host = host
@@ -44,6 +51,7 @@ public struct HTTPJSONClient: Sendable {
     public func request(_ method: HTTPMethod, _ path: String, json: JSONValue? = nil) async throws -> (status: Int, body: String) {
         let collector = ResponseCollector()
         let channel = try await ClientBootstrap(group: group)
+            .connectTimeout(timeout)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
@@ -59,6 +67,8 @@ public struct HTTPJSONClient: Sendable {
             headers.add(name: "Content-Length", value: String(buffer.readableBytes))
             body = buffer
         }
+        let expiry = channel.eventLoop.scheduleTask(in: timeout) { channel.pipeline.fireErrorCaught(Timeout()) }
+        defer { expiry.cancel() }
         let head = HTTPRequestHead(version: .http1_1, method: method, uri: path, headers: headers)
         channel.write(HTTPClientRequestPart.head(head), promise: nil)
         if let body { channel.write(HTTPClientRequestPart.body(.byteBuffer(body)), promise: nil) }

@@ -35,7 +35,8 @@ public final class MemoryTrimmer: Sendable {
         else { return }
         lastSeen.store(released, ordering: .relaxed)
         DispatchQueue.global(qos: .utility).async { [self] in
-            MemoryTrimmer.mallocTrim?(0)
+            // The result only says whether memory was released; there is nothing to do either way.
+            _ = MemoryTrimmer.mallocTrim?(0)
             running.store(false, ordering: .releasing)
         }
     }

@@ -13,24 +13,24 @@ struct Bench: AsyncParsableCommand {
         discussion: """
             Scenarios: downstream (app servers → devices), upstream (devices → app servers), connections (idle \
             authenticated TLS connections: memory and connect rate), xmpp-chat (the same shape against any \
-            standard XMPP server, e.g. Prosody or ejabberd). Closed loop (window always full) unless --rate \
-            asks for a fixed schedule. With --server-pid (or --embedded) the result includes the server's CPU \
-            seconds per 1000 delivered messages and its RSS, read from /proc. A progress line appears on a \
-            terminal, never on a pipe. See docs/benchmarks.md.
+            standard XMPP server, e.g. Prosody or ejabberd). `ccs-emulator bench SCENARIO --help` lists a \
+            scenario's options and defaults. Closed loop (window always full) unless --rate asks for a fixed \
+            schedule. With --server-pid (or --embedded) the result includes the server's CPU seconds per 1000 \
+            delivered messages and its RSS, read from /proc. A progress line appears on a terminal, never on \
+            a pipe. See docs/benchmarks.md.
+
+            Against a running emulator (--server), the devices a run registers stay registered: bench does \
+            not clean up. POST /emulator/v1/reset on that emulator (or a restart with `serve --reset-state`) \
+            empties its store and keeps its CA; an --embedded run's store is deleted after the run.
             """,
         subcommands: [BenchDownstream.self, BenchUpstream.self, BenchConnections.self, BenchXMPPChat.self])
 }
 
-struct CommonBenchOptions: ParsableArguments {
-    @Option(help: "The server: the emulator's HTTP base URL (default http://127.0.0.1:8080; ports and CA come from /emulator/v1/info), or HOST:PORT of an XMPP server (xmpp-chat, connections --xmpp; default 127.0.0.1:5222).")
-    var server: String?
-    @Option(help: "Sending connections: app-server connections (downstream, upstream), chat senders (xmpp-chat), idle connections (connections).")
-    var connections: Int?
-    @Option(help: "Simulated devices (downstream, upstream) or chat receivers (xmpp-chat).")
-    var devices: Int?
-    @Option(help: "Seconds to send for (ignored with --messages; for connections: how long to hold them).")
+/// Options of every scenario that sends messages (downstream, upstream, xmpp-chat).
+struct TrafficOptions: ParsableArguments {
+    @Option(help: "Seconds to send for (ignored with --messages).")
     var duration: Double = 10
-    @Option(help: "Total messages to send, then wait for every answer.")
+    @Option(help: "Total messages to send, then wait for every answer (default: send for --duration).")
     var messages: Int?
     @Option(help: "Bytes of padding in each message's payload.")
     var payloadBytes = 32
@@ -38,50 +38,63 @@ struct CommonBenchOptions: ParsableArguments {
     var rate: Double?
     @Option(help: "Unanswered messages per sending connection (CCS allows 100).")
     var window = 100
-    @Option(help: "upstream: messages each device may have sent that no app server has received yet (default: --window × --connections / --devices, at least 1).")
-    var deviceWindow: Int?
-    @Option(help: "Generator event-loop threads.")
+    @Option(help: "Seconds to wait for missing answers after sending stops.")
+    var drainTimeout: Double = 30
+
+    func validate() throws {
+        if let m = messages, m < 1 { throw ValidationError("--messages must be at least 1") }
+        if let r = rate, r <= 0 { throw ValidationError("--rate must be positive") }
+        if duration < 0 || payloadBytes < 0 || window < 1 {
+            throw ValidationError("--duration and --payload-bytes ≥ 0; --window ≥ 1")
+        }
+        if payloadBytes > 3800 { throw ValidationError("--payload-bytes must stay under CCS's 4096-byte payload limit (at most 3800)") }
+    }
+
+    func apply(to o: inout BenchOptions) {
+        o.messages = messages
+        o.duration = duration
+        o.payloadBytes = payloadBytes
+        o.rate = rate
+        o.window = window
+        o.drainTimeout = drainTimeout
+    }
+}
+
+/// Options of every scenario: the generator process and the report.
+struct RunOptions: ParsableArguments {
+    @Option(help: "Generator event-loop threads; the default is the number of cores.")
     var threads = System.coreCount
     @Option(help: "PID of the server process, for its CPU time and RSS from /proc.")
     var serverPID: Int32?
-    @Option(help: "Seconds to wait for missing answers after sending stops.")
-    var drainTimeout: Double = 30
     @Option(help: "Connections opened at the same time during setup.")
     var connectConcurrency = 64
     @Flag(help: "Print the result as one JSON object.")
     var json = false
 
     func validate() throws {
-        if let c = connections, c < 1 { throw ValidationError("--connections must be at least 1") }
-        if let d = devices, d < 1 { throw ValidationError("--devices must be at least 1") }
-        if let m = messages, m < 1 { throw ValidationError("--messages must be at least 1") }
-        if let r = rate, r <= 0 { throw ValidationError("--rate must be positive") }
-        if let w = deviceWindow, w < 1 { throw ValidationError("--device-window must be at least 1") }
-        if duration < 0 || payloadBytes < 0 || window < 1 || threads < 1 || connectConcurrency < 1 {
-            throw ValidationError("--duration and --payload-bytes ≥ 0; --window, --threads and --connect-concurrency ≥ 1")
+        if threads < 1 || connectConcurrency < 1 {
+            throw ValidationError("--threads and --connect-concurrency must be at least 1")
         }
-        if payloadBytes > 3800 { throw ValidationError("--payload-bytes must stay under CCS's 4096-byte payload limit (at most 3800)") }
     }
 
-    func options(defaultConnections: Int, defaultDevices: Int) -> BenchOptions {
+    func options(connections: Int, devices: Int) -> BenchOptions {
         var o = BenchOptions()
-        o.connections = connections ?? defaultConnections
-        o.devices = devices ?? defaultDevices
-        o.messages = messages
-        o.duration = duration
-        o.payloadBytes = payloadBytes
-        o.rate = rate
-        o.window = window
-        o.deviceWindow = deviceWindow
+        o.connections = connections
+        o.devices = devices
         o.threads = threads
         o.serverPID = serverPID
-        o.drainTimeout = drainTimeout
         o.connectConcurrency = connectConcurrency
         return o
     }
 }
 
+func requirePositive(_ value: Int, _ name: String) throws {
+    if value < 1 { throw ValidationError("\(name) must be at least 1") }
+}
+
 struct CCSServerOptions: ParsableArguments {
+    @Option(help: "The emulator's HTTP base URL (its --http-port; ports and CA come from /emulator/v1/info). Its store keeps the devices this run registers; see `bench --help`.")
+    var server = "http://127.0.0.1:8080"
     @Flag(help: "Start an emulator inside this process (port 0, a temporary data dir, durable SQLite as shipped). Server CPU and RSS then include the generator.")
     var embedded = false
     @Option(help: "Sender ID the app-server connections log in as (default: a fresh random one).")
@@ -94,6 +107,18 @@ struct CCSServerOptions: ParsableArguments {
             throw ValidationError("--sender-id must be numeric")
         }
     }
+
+    var choice: CCSServerChoice {
+        CCSServerChoice(server: server, embedded: embedded, senderID: senderID, serverKey: serverKey)
+    }
+}
+
+/// Which emulator a CCS scenario runs against, and who its app server is.
+struct CCSServerChoice {
+    var server: String
+    var embedded: Bool
+    var senderID: String?
+    var serverKey: String
 }
 
 struct XMPPServerOptions: ParsableArguments {
@@ -108,8 +133,7 @@ struct XMPPServerOptions: ParsableArguments {
     @Option(help: "Number of the first account.")
     var firstUser = 1
 
-    func target(server: String?) throws -> XMPPTarget {
-        let xmppServer = server ?? "127.0.0.1:5222"
+    func target(server xmppServer: String) throws -> XMPPTarget {
         guard let colon = xmppServer.lastIndex(of: ":"), let port = Int(xmppServer[xmppServer.index(after: colon)...]) else {
             throw ValidationError("--server must be HOST:PORT for an XMPP server")
         }
@@ -123,9 +147,9 @@ struct XMPPServerOptions: ParsableArguments {
 extension XMPPLogin.TLSMode: ExpressibleByArgument {}
 
 /// Runs one CCS scenario against --server or an embedded emulator; prints the result.
-private func runCCS(_ common: CommonBenchOptions, _ server: CCSServerOptions, defaults: (Int, Int),
+private func runCCS(_ options: BenchOptions, json: Bool, _ server: CCSServerChoice,
                     _ body: @escaping @Sendable (BenchRunner, CCSTarget) async throws -> BenchResult) async throws {
-    var options = common.options(defaultConnections: defaults.0, defaultDevices: defaults.1)
+    var options = options
     let senderID = server.senderID ?? String(UInt64.random(in: 100_000_000_000...999_999_999_999))
     var embedded: Emulator?
     var tempDir: String?
@@ -150,7 +174,7 @@ private func runCCS(_ common: CommonBenchOptions, _ server: CCSServerOptions, de
         options.serverPID = getpid()
         options.serverIsThisProcess = true
     } else {
-        guard let (host, port) = HTTPJSONClient.parseBaseURL(common.server ?? "http://127.0.0.1:8080") else {
+        guard let (host, port) = HTTPJSONClient.parseBaseURL(server.server) else {
             throw ValidationError("--server must look like http://HOST:PORT")
         }
         do {
@@ -158,7 +182,8 @@ private func runCCS(_ common: CommonBenchOptions, _ server: CCSServerOptions, de
                                                   serverKey: server.serverKey, group: helper)
         } catch {
             try? await helper.shutdownGracefully()
-            throw BenchError("cannot reach the emulator at \(host):\(port): \(error)")
+            let detail = error is BenchError || error is HTTPJSONClient.Failure ? "\(error)" : ConnectionFailure.describe(error)
+            throw BenchError("cannot reach the emulator at \(server.server): \(detail) (is this its --http-port?)")
         }
     }
     try? await helper.shutdownGracefully()
@@ -168,17 +193,16 @@ private func runCCS(_ common: CommonBenchOptions, _ server: CCSServerOptions, de
     await runner.shutdown()
     if let embedded { await embedded.shutdown() }
     if let tempDir { try? FileManager.default.removeItem(atPath: tempDir) }
-    try print(result: outcome.get(), json: common.json)
+    try print(result: outcome.get(), json: json)
 }
 
-private func runXMPP(_ common: CommonBenchOptions, defaults: (Int, Int),
+private func runXMPP(_ options: BenchOptions, json: Bool,
                      _ body: @escaping @Sendable (BenchRunner) async throws -> BenchResult) async throws {
-    let options = common.options(defaultConnections: defaults.0, defaultDevices: defaults.1)
     let runner = BenchRunner(options: options)
     let outcome: Result<BenchResult, any Error>
     do { outcome = .success(try await body(runner)) } catch { outcome = .failure(error) }
     await runner.shutdown()
-    try print(result: outcome.get(), json: common.json)
+    try print(result: outcome.get(), json: json)
 }
 
 private func print(result: BenchResult, json: Bool) throws {
@@ -190,14 +214,26 @@ struct BenchDownstream: AsyncParsableCommand {
         commandName: "downstream",
         abstract: "App-server connections send to connected simulated devices that ACK.",
         discussion: "Measures ACK and delivery throughput and latency (send→ACK, send→device).")
-    @OptionGroup var common: CommonBenchOptions
-    @OptionGroup var server: CCSServerOptions
+    @Option(help: "App-server connections that send.")
+    var connections = 2
+    @Option(help: "Simulated devices that receive (registered for the run).")
+    var devices = 100
     @Flag(help: "Register the devices but do not connect them: messages are ACKed and stay queued (at most 100 per device). For filling a store.")
     var offline = false
+    @OptionGroup(title: "Emulator") var server: CCSServerOptions
+    @OptionGroup(title: "Traffic") var traffic: TrafficOptions
+    @OptionGroup(title: "Generator") var generator: RunOptions
+
+    func validate() throws {
+        try requirePositive(connections, "--connections")
+        try requirePositive(devices, "--devices")
+    }
 
     func run() async throws {
         let offline = self.offline
-        try await runCCS(common, server, defaults: (2, 100)) { runner, target in
+        var options = generator.options(connections: connections, devices: devices)
+        traffic.apply(to: &options)
+        try await runCCS(options, json: generator.json, server.choice) { runner, target in
             try await runner.downstream(target, offline: offline)
         }
     }
@@ -208,11 +244,27 @@ struct BenchUpstream: AsyncParsableCommand {
         commandName: "upstream",
         abstract: "Simulated devices send upstream; app-server connections ACK.",
         discussion: "Measures the device channel's `sent` answers (send→sent) and delivery to the app servers (send→app server).")
-    @OptionGroup var common: CommonBenchOptions
-    @OptionGroup var server: CCSServerOptions
+    @Option(help: "App-server connections that receive and ACK.")
+    var connections = 2
+    @Option(help: "Simulated devices that send (registered for the run).")
+    var devices = 100
+    @Option(help: "Messages each device may have sent that no app server has received yet (default: --window × --connections / --devices, at least 1).")
+    var deviceWindow: Int?
+    @OptionGroup(title: "Emulator") var server: CCSServerOptions
+    @OptionGroup(title: "Traffic") var traffic: TrafficOptions
+    @OptionGroup(title: "Generator") var generator: RunOptions
+
+    func validate() throws {
+        try requirePositive(connections, "--connections")
+        try requirePositive(devices, "--devices")
+        if let w = deviceWindow { try requirePositive(w, "--device-window") }
+    }
 
     func run() async throws {
-        try await runCCS(common, server, defaults: (2, 100)) { runner, target in try await runner.upstream(target) }
+        var options = generator.options(connections: connections, devices: devices)
+        traffic.apply(to: &options)
+        options.deviceWindow = deviceWindow
+        try await runCCS(options, json: generator.json, server.choice) { runner, target in try await runner.upstream(target) }
     }
 }
 
@@ -220,19 +272,47 @@ struct BenchConnections: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "connections",
         abstract: "Opens --connections idle authenticated TLS device connections; reports the server's RSS per connection and the connect rate.",
-        discussion: "With --xmpp the connections are XMPP client sessions to --server HOST:PORT (accounts PREFIX1…PREFIXn) instead.")
-    @OptionGroup var common: CommonBenchOptions
-    @OptionGroup var server: CCSServerOptions
+        discussion: """
+            The emulator's --server is its HTTP base URL (default http://127.0.0.1:8080). With --xmpp the \
+            connections are XMPP client sessions to --server HOST:PORT (default 127.0.0.1:5222; accounts \
+            PREFIX1…PREFIXn) instead.
+            """)
+    @Option(help: "Idle connections to open (each a registered device, or an XMPP account with --xmpp).")
+    var connections = 1000
+    @Option(help: "Seconds to hold the connections once all are open.")
+    var duration: Double = 10
     @Flag(help: "Connect to a standard XMPP server (--server HOST:PORT, see the XMPP options) instead of the emulator's device channel.")
     var xmpp = false
-    @OptionGroup var xmppOptions: XMPPServerOptions
+    @Option(help: "The server: the emulator's HTTP base URL, or HOST:PORT with --xmpp.")
+    var server: String?
+    @Flag(help: "Start an emulator inside this process (port 0, a temporary data dir, durable SQLite as shipped). Server CPU and RSS then include the generator.")
+    var embedded = false
+    @Option(help: "Sender ID the devices register for (default: a fresh random one).")
+    var senderID: String?
+    @Option(help: "Server key for the sender ID (permissive auth accepts any).")
+    var serverKey = "bench-server-key"
+    @OptionGroup(title: "XMPP server (with --xmpp)") var xmppOptions: XMPPServerOptions
+    @OptionGroup(title: "Generator") var generator: RunOptions
+
+    func validate() throws {
+        try requirePositive(connections, "--connections")
+        if duration < 0 { throw ValidationError("--duration must be ≥ 0") }
+        if xmpp && embedded { throw ValidationError("--embedded starts an emulator; it does not go with --xmpp") }
+        if let s = senderID, s.isEmpty || !s.allSatisfy({ $0.isASCII && $0.isNumber }) {
+            throw ValidationError("--sender-id must be numeric")
+        }
+    }
 
     func run() async throws {
+        var options = generator.options(connections: connections, devices: 0)
+        options.duration = duration
         if xmpp {
-            let target = try xmppOptions.target(server: common.server)
-            try await runXMPP(common, defaults: (1000, 0)) { runner in try await runner.idleConnections(xmpp: target) }
+            let target = try xmppOptions.target(server: server ?? "127.0.0.1:5222")
+            try await runXMPP(options, json: generator.json) { runner in try await runner.idleConnections(xmpp: target) }
         } else {
-            try await runCCS(common, server, defaults: (1000, 0)) { runner, target in
+            let ccs = CCSServerChoice(server: server ?? "http://127.0.0.1:8080", embedded: embedded,
+                                      senderID: senderID, serverKey: serverKey)
+            try await runCCS(options, json: generator.json, ccs) { runner, target in
                 try await runner.idleConnections(ccs: target)
             }
         }
@@ -248,11 +328,25 @@ struct BenchXMPPChat: AsyncParsableCommand {
             sender, a sequence number and a send timestamp. XMPP has no per-message server ACK, so a sender's \
             window closes on delivery to its receiver instead.
             """)
-    @OptionGroup var common: CommonBenchOptions
-    @OptionGroup var xmppOptions: XMPPServerOptions
+    @Option(help: "The XMPP server, HOST:PORT.")
+    var server = "127.0.0.1:5222"
+    @Option(help: "Chat sessions that send.")
+    var connections = 2
+    @Option(help: "Chat sessions that receive.")
+    var devices = 100
+    @OptionGroup(title: "XMPP server") var xmppOptions: XMPPServerOptions
+    @OptionGroup(title: "Traffic") var traffic: TrafficOptions
+    @OptionGroup(title: "Generator") var generator: RunOptions
+
+    func validate() throws {
+        try requirePositive(connections, "--connections")
+        try requirePositive(devices, "--devices")
+    }
 
     func run() async throws {
-        let target = try xmppOptions.target(server: common.server)
-        try await runXMPP(common, defaults: (2, 100)) { runner in try await runner.xmppChat(target) }
+        let target = try xmppOptions.target(server: server)
+        var options = generator.options(connections: connections, devices: devices)
+        traffic.apply(to: &options)
+        try await runXMPP(options, json: generator.json) { runner in try await runner.xmppChat(target) }
     }
 }

@@ -16,9 +16,13 @@ struct CCSEmulatorCommand: AsyncParsableCommand {
             their server key; simulated devices connect to the device channel (port 5228); the admin API is \
             HTTP on port 8080 under /emulator/v1/. See README.md and docs/.
             """,
-        subcommands: [Serve.self, Device.self, Bench.self],
+        version: ccsEmulatorVersion,
+        subcommands: [Serve.self, Device.self, Send.self, Credentials.self, Bench.self],
         defaultSubcommand: Serve.self)
 }
+
+/// `ccs-emulator --version`. Raise it with every change to the wire behaviour or the command line.
+let ccsEmulatorVersion = "0.1.0"
 
 /// One line of JSON on stdout, flushed at once; lines from different threads never interleave.
 enum Output {
@@ -56,11 +60,14 @@ struct Serve: AsyncParsableCommand {
             "http_port":…,"ca_cert":…,"data_dir":…} on stdout (and writes it to --ready-file). Without \
             --tls-cert a development CA and a server certificate for localhost, 127.0.0.1, ::1 and the CCS host \
             names are created in DATA_DIR/tls and kept; trust DATA_DIR/tls/ca.pem in your client. SIGTERM or \
-            SIGINT: CONNECTION_DRAINING to every app server, then a clean exit.
+            SIGINT: CONNECTION_DRAINING to every app server, then a clean exit. One server per data dir: \
+            a second one started on the same DATA_DIR refuses to start (DATA_DIR/lock).
             """)
 
     @Option(help: "Where the database and the development CA live.")
     var dataDir = ".ccs-emulator"
+    @Flag(help: "Delete the stored state (senders, devices, queues, the virtual clock) before starting; DATA_DIR/tls, the CA your clients trust, is kept.")
+    var resetState = false
     @Option(help: "Address every listener binds.")
     var bind = "127.0.0.1"
     @Option(help: "CCS port for app servers (XMPP over direct TLS). 0 picks a free port.")
@@ -123,6 +130,7 @@ struct Serve: AsyncParsableCommand {
         let logger = makeLogger("ccs-emulator", level: logLevel)
         var c = EmulatorConfiguration()
         c.dataDirectory = dataDir
+        c.resetState = resetState
         c.bindHost = bind
         c.ccsPort = ccsPort
         c.devicePort = devicePort

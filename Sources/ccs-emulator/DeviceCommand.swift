@@ -19,10 +19,11 @@ struct Device: AsyncParsableCommand {
             "active"|"uninstall"|"reinstall"}, {"tap":"<message_id>"} (open a notification from the tray), \
             {"upstream":{"data":{…},"message_id":…,"to":…,"time_to_live":…}} (to defaults to the first \
             sender; while offline up to 20 upstream messages wait and go out on reconnect). End of input: \
-            disconnect and exit 0. See docs/device-protocol.md.
+            disconnect and exit 0. If the emulator cannot be reached (or --emulator is not its HTTP port), \
+            prints one error line and exits 1. See docs/device-protocol.md.
             """)
 
-    @Option(help: "The emulator's HTTP base URL.")
+    @Option(help: "The emulator's HTTP base URL: its --http-port, not the CCS or device port.")
     var emulator = "http://127.0.0.1:8080"
     @Option(help: "The app's package name (not needed with --token).")
     var app: String?
@@ -44,18 +45,19 @@ struct Device: AsyncParsableCommand {
     func run() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let (host, port) = HTTPJSONClient.parseBaseURL(emulator)!
-        var session = DeviceSession(http: HTTPJSONClient(host: host, port: port, group: group), group: group, host: host)
+        var session = DeviceSession(http: HTTPJSONClient(host: host, port: port, group: group), group: group, host: host,
+                                    baseURL: emulator)
         var failed = false
         do {
             try await session.start(token: token, app: app ?? "", senders: senders, platform: platform)
             for await command in StdinCommands().stream {
                 do { try await session.handle(command) } catch {
-                    DeviceSession.emit(["event": .string("error"), "error": .string("\(error)")])
+                    DeviceSession.emitError(error)
                 }
             }
             await session.stop()
         } catch {
-            DeviceSession.emit(["event": .string("error"), "error": .string("\(error)")])
+            DeviceSession.emitError(error)
             failed = true
         }
         try? await group.shutdownGracefully()
@@ -71,6 +73,8 @@ struct DeviceSession {
     let http: HTTPJSONClient
     let group: any EventLoopGroup
     let host: String
+    /// `--emulator` as given, for error texts.
+    let baseURL: String
     var devicePort = 0
     var caPEM = ""
     var credentials: DeviceCredentials?
@@ -78,26 +82,48 @@ struct DeviceSession {
     var cachedUpstream: [JSONValue] = []
     var upstreamCounter = 0
 
-    init(http: HTTPJSONClient, group: any EventLoopGroup, host: String) {
+    init(http: HTTPJSONClient, group: any EventLoopGroup, host: String, baseURL: String) {
         self.http = http
         self.group = group
         self.host = host
+        self.baseURL = baseURL
     }
 
     static func emit(_ fields: [String: JSONValue]) {
         Output.line(JSONValue.object(fields).encoded())
     }
 
+    /// An `error` event; NIO's errors are told in words ("connection refused"), not as structs.
+    static func emitError(_ error: any Error) {
+        let text = error is HTTPJSONClient.Failure || error is DeviceSessionError
+            ? "\(error)" : ConnectionFailure.describe(error)
+        emit(["event": .string("error"), "error": .string(text)])
+    }
+
     mutating func start(token: String?, app: String, senders: [String], platform: String) async throws {
-        let info = try await http.getJSON("/emulator/v1/info")
+        // The first request tells whether --emulator is the admin API at all: the CCS and device ports
+        // speak TLS and hang up on plain HTTP, and a port where nothing listens refuses the connection.
+        let info: JSONValue
+        do { info = try await http.getJSON("/emulator/v1/info") } catch {
+            let detail: String
+            if let failure = error as? HTTPJSONClient.Failure {
+                detail = "GET /emulator/v1/info answered HTTP \(failure.status)"
+            } else if error is JSONParseError {
+                detail = "GET /emulator/v1/info did not answer JSON"
+            } else {
+                detail = ConnectionFailure.describe(error)
+            }
+            throw DeviceSessionError("no emulator HTTP API at \(baseURL): is this the --http-port? (\(detail))")
+        }
         guard let port = info["device_port"]?.intValue else {
-            throw ValidationError("the emulator's /emulator/v1/info has no device_port")
+            throw DeviceSessionError("no emulator HTTP API at \(baseURL): is this the --http-port? "
+                                     + "(/emulator/v1/info has no device_port)")
         }
         devicePort = Int(port)
         caPEM = try await http.request(.GET, "/emulator/v1/ca.pem").body
         if let token {
             guard let c = DeviceCredentials(json: try await http.getJSON("/emulator/v1/devices/\(token)")) else {
-                throw ValidationError("unexpected device record")
+                throw DeviceSessionError("unexpected device record")
             }
             credentials = c
         } else {
@@ -110,7 +136,7 @@ struct DeviceSession {
     }
 
     private mutating func adoptRegistration(_ json: JSONValue) throws {
-        guard let c = DeviceCredentials(json: json) else { throw ValidationError("unexpected registration answer") }
+        guard let c = DeviceCredentials(json: json) else { throw DeviceSessionError("unexpected registration answer") }
         credentials = c
         Self.emit(["event": .string("registered"), "token": .string(c.token), "device_id": .string(c.deviceID),
                    "app": .string(c.app), "senders": .array(c.senders.map { .string($0) }),
@@ -126,9 +152,14 @@ struct DeviceSession {
         // The server may have closed the connection (admin disconnect, a newer connection, a restart).
         if let c = connection, !c.isActive { connection = nil }
         guard connection == nil, let credentials else { return }
-        connection = try await DeviceConnection.connect(host: host, port: devicePort, caPEM: caPEM,
-                                                        credentials: credentials, group: group,
-                                                        onEvent: Self.print(event:))
+        do {
+            connection = try await DeviceConnection.connect(host: host, port: devicePort, caPEM: caPEM,
+                                                            credentials: credentials, group: group,
+                                                            onEvent: Self.print(event:))
+        } catch {
+            throw DeviceSessionError("cannot connect to the device channel at \(host):\(devicePort): "
+                                     + ConnectionFailure.describe(error))
+        }
         for message in cachedUpstream { connection?.sendUpstream(message) }
         cachedUpstream.removeAll()
     }
@@ -164,8 +195,10 @@ struct DeviceSession {
         guard let token = credentials?.token else { return }
         switch command {
         case .go("offline"):
-            await stop()
+            // `offline` first, then the `disconnected` that closing the connection prints
+            // (docs/device-protocol.md): the command's answer, then what it caused.
             Self.emit(["event": .string("offline")])
+            await stop()
         case .go("online"):
             try await goOnline()
         case .go(let s) where ["foreground", "background", "idle", "active"].contains(s):
@@ -219,6 +252,12 @@ struct DeviceSession {
                        "error": .string("TOO_MANY_PENDING_MESSAGES")])
         }
     }
+}
+
+/// A failure already told in words.
+struct DeviceSessionError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
 }
 
 enum DeviceCommandLine: Sendable {

@@ -1,0 +1,162 @@
+import CCSEngine
+import CCSProtocol
+import Foundation
+import GoogleAuth
+import Hummingbird
+import NIOCore
+
+/// The legacy send API: `POST /fcm/send` and `POST /gcm/send` with `Authorization: key=SERVER_KEY`
+/// (or, as firebase-admin-node's legacy calls do, `Authorization: Bearer …`).
+extension FCMHTTPAPI {
+    /// How the request authenticated, and so who sends.
+    enum LegacyCaller {
+        case choice(SenderChoice)
+        case refused(String)
+    }
+
+    /// Finds the sender(s) from the Authorization header. A server key names no sender by itself:
+    /// strict mode looks it up in the config file; permissive mode sends as each token's own sender
+    /// (docs/http-api.md, "Which sender a legacy request sends as").
+    func legacyCaller(_ request: Request) -> LegacyCaller {
+        guard let header = request.headers[.authorization]?.trimmingCharacters(in: .whitespaces), !header.isEmpty else {
+            return .refused("the request has no Authorization header; send Authorization: key=SERVER_KEY")
+        }
+        let lowered = header.lowercased()
+        if lowered.hasPrefix("bearer ") {
+            let token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
+            guard case .success(let grant) = tokens.check(token, nowMillis: engine.clock.nowMillis()) else {
+                return .refused("the Bearer token is not one this emulator issued, or it has expired")
+            }
+            guard let project = grant.projectID else { return strict ? .refused("the Bearer token names no project") : .choice(.tokensOwn(key: nil)) }
+            switch senderChoice(project: project) {
+            case .success(let choice): return .choice(choice)
+            case .failure: return .refused("project \(project) is not a configured sender (--auth strict)")
+            }
+        }
+        guard lowered.hasPrefix("key") else {
+            return .refused("the Authorization header must be key=SERVER_KEY")
+        }
+        let afterKey = header.dropFirst(3).drop(while: { $0 == " " })
+        guard afterKey.first == "=" else { return .refused("the Authorization header must be key=SERVER_KEY") }
+        let key = afterKey.dropFirst().trimmingCharacters(in: .whitespaces)
+        guard !key.isEmpty else { return .refused("the server key is empty") }
+        guard strict else { return .choice(.tokensOwn(key: key)) }
+        let candidates = engine.configuration.configuredSenders.filter { $0.value == key }.map(\.key).sorted()
+        if candidates.isEmpty { return .refused("the server key is not in the --config file (--auth strict)") }
+        return .choice(candidates.count == 1 ? .fixed(candidates[0]) : .configured(candidates))
+    }
+
+    func legacySend(_ request: Request, _ context: some RequestContext) async throws -> Response {
+        let caller: SenderChoice
+        switch legacyCaller(request) {
+        case .refused(let reason): return Self.plainText(status: .unauthorized, "Unauthorized: \(reason)")
+        case .choice(let choice): caller = choice
+        }
+        let body = String(buffer: try await request.body.collect(upTo: Self.maximumBodyBytes))
+        let isJSON = Self.isJSONRequest(contentType: request.headers[.contentType], body: body)
+        let messageID = Self.newMessageID("http-")
+        let decoded = isJSON ? LegacyMessageDecoder.decodeJSON(body, messageID: messageID)
+                             : LegacyMessageDecoder.decodeForm(body, messageID: messageID)
+        let sendRequest: LegacySendRequest
+        switch decoded {
+        case .failure(.badRequest(let reason)):
+            return Self.plainText(status: .badRequest, reason)
+        case .failure(.messageError(let name, let count)):
+            return isJSON ? Self.legacyJSON(results: Array(repeating: .error(name), count: count))
+                          : Self.plainText("Error=\(name)")
+        case .success(let r):
+            sendRequest = r
+        }
+
+        switch sendRequest.target {
+        case .token, .tokens:
+            let senders = senders(for: sendRequest.tokens, caller)
+            let results = await send(sendRequest.message, tokens: sendRequest.tokens, senders: senders)
+            let shown: [LegacyResult] = zip(results, senders).map { result, sender in
+                switch result {
+                case .accepted(_, let id):
+                    return .messageID(shownMessageID(id, dryRun: sendRequest.message.dryRun, sender: sender))
+                case .refused(let error):
+                    return .error(Self.legacyErrorName(error))
+                }
+            }
+            if isJSON { return Self.legacyJSON(results: shown) }
+            switch shown.first {
+            case .messageID(let id)?: return Self.plainText("id=\(id)")
+            case .error(let name)?: return Self.plainText("Error=\(name)")
+            case nil: return Self.plainText("Error=MissingRegistration")
+            }
+        case .topic, .condition, .group:
+            let sender: String = switch caller {
+            case .fixed(let s): s
+            case .configured(let list): list.first ?? "0"
+            case .tokensOwn: "0"
+            }
+            let results = await engineSend(SendRequest(sender: sender, target: sendRequest.target, message: sendRequest.message))
+            switch results.first {
+            case .accepted(_, let id)?:
+                // FCM answers a topic send with a number. Not reached while the engine refuses topics.
+                let number = id.flatMap { Int64($0.dropFirst(2).prefix { $0 != "%" }) } ?? engine.clock.nowMicros()
+                return isJSON ? Self.json(.object(["message_id": .int(number)])) : Self.plainText("id=\(number)")
+            case .refused(.unsupportedTarget(let kind, let target))?:
+                return Self.plainText(status: .notImplemented,
+                    "NotImplemented: \(kind) messaging (\(target.prefix(200))) is not supported by the emulator yet")
+            case .refused(let error)?:
+                return isJSON ? Self.json(.object(["error": .string(Self.legacyErrorName(error))]))
+                              : Self.plainText("Error=\(Self.legacyErrorName(error))")
+            case nil:
+                return Self.plainText(status: .internalServerError, "InternalServerError")
+            }
+        }
+    }
+
+    /// JSON when the Content-Type says so, or when there is none and the body is a JSON object;
+    /// FCM reads everything else as the plain-text form.
+    static func isJSONRequest(contentType: String?, body: String) -> Bool {
+        if let contentType { return contentType.lowercased().contains("json") }
+        return body.drop(while: \.isWhitespace).first == "{"
+    }
+
+    enum LegacyResult: Equatable {
+        case messageID(String)
+        case error(String)
+    }
+
+    static func legacyErrorName(_ error: SendError) -> String {
+        switch error {
+        case .invalidRegistration: return "InvalidRegistration"
+        case .unregistered: return "NotRegistered"
+        case .senderMismatch: return "MismatchSenderId"
+        case .packageMismatch: return "InvalidPackageName"
+        case .unsupportedTarget: return "InvalidParameters"
+        case .internalError: return "InternalServerError"
+        }
+    }
+
+    /// `{"multicast_id":…,"success":n,"failure":n,"canonical_ids":0,"results":[…]}`: all four numbers
+    /// always (Google's Java client throws without them), results in request order.
+    static func legacyJSON(results: [LegacyResult]) -> Response {
+        var success = 0
+        var list: [String] = []
+        list.reserveCapacity(results.count)
+        for result in results {
+            var item = JSONObjectWriter(capacity: 64)
+            switch result {
+            case .messageID(let id):
+                success += 1
+                item.add("message_id", id)
+            case .error(let name):
+                item.add("error", name)
+            }
+            list.append(item.finished())
+        }
+        var writer = JSONObjectWriter(capacity: 128 + 64 * results.count)
+        // Below 2^53, so that JavaScript clients read it exactly.
+        writer.add("multicast_id", Int64.random(in: 1...(1 << 53 - 1)))
+        writer.add("success", success)
+        writer.add("failure", results.count - success)
+        writer.add("canonical_ids", 0)
+        writer.add("results", rawJSON: "[" + list.joined(separator: ",") + "]")
+        return json(text: writer.finished())
+    }
+}

@@ -1,0 +1,76 @@
+import CCSEngine
+import CCSProtocol
+import GoogleAuth
+import Hummingbird
+import NIOCore
+
+/// HTTP v1: `POST /v1/projects/{project}/messages:send` with an access token from `/token`.
+extension FCMHTTPAPI {
+    func v1Send(_ request: Request, project: String) async throws -> Response {
+        let grant = try bearerGrant(request)
+        guard grant.mayMessage else {
+            throw GoogleError.permissionDenied("Request had insufficient authentication scopes.")
+        }
+        guard ProjectID.isValid(project) else {
+            throw GoogleError.notFound("Requested entity was not found: \(JSONValue.string(String(project.prefix(80))).encoded()) is not a project id (\(ProjectID.rule)).")
+        }
+        let choice = try senderChoice(project: project).get()
+        if strict, let tokenProject = grant.projectID, tokenProject != project,
+           senderChoice(project: tokenProject) != .success(choice) {
+            throw GoogleError.permissionDenied(
+                "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(project)' (or it may not exist): the access token belongs to project \(tokenProject).")
+        }
+
+        let text = String(buffer: try await request.body.collect(upTo: Self.maximumBodyBytes))
+        let body: JSONValue
+        do throws(JSONParseError) {
+            body = try JSONValue.parse(text)
+        } catch {
+            throw GoogleError.invalidArgument("Invalid JSON payload received. \(error.description).", field: "",
+                                              description: "the body is not valid JSON")
+        }
+        let send = try V1MessageDecoder.decode(body, messageID: Self.newMessageID("http-")).get()
+
+        let result: SendResult
+        let sender: String
+        switch send.target {
+        case .token(let token):
+            sender = senders(for: [token], choice)[0]
+            result = await engineSend(SendRequest(sender: sender, target: send.target, message: send.message)).first
+                ?? .refused(.internalError)
+        default:
+            sender = if case .fixed(let s) = choice { s } else { "0" }
+            result = await engineSend(SendRequest(sender: sender, target: send.target, message: send.message)).first
+                ?? .refused(.internalError)
+        }
+        switch result {
+        case .accepted(_, let id):
+            let shown = shownMessageID(id, dryRun: send.validateOnly, sender: sender)
+            var writer = JSONObjectWriter()
+            writer.add("name", "projects/\(project)/messages/\(shown)")
+            return Self.json(text: writer.finished())
+        case .refused(let error):
+            throw Self.googleError(error)
+        }
+    }
+
+    static func googleError(_ error: SendError) -> GoogleError {
+        switch error {
+        case .invalidRegistration:
+            return .invalidArgument("The registration token is not a valid FCM registration token (message.token)",
+                                    field: "message.token", description: "Invalid registration token")
+        case .unregistered:
+            return .unregistered
+        case .senderMismatch:
+            return .senderIDMismatch
+        case .packageMismatch(_, let package):
+            return .invalidArgument(
+                "Invalid value at 'message.android.restricted_package_name': the registration token is not for the app \(JSONValue.string(package).encoded())",
+                field: "message.android.restricted_package_name", description: "the token belongs to another app")
+        case .unsupportedTarget(let kind, let target):
+            return .unimplemented("\(kind) messaging (\(target.prefix(200))) is not supported by the emulator yet")
+        case .internalError:
+            return .internalError
+        }
+    }
+}

@@ -1,0 +1,70 @@
+"""Runs firebase-admin (unmodified, from PyPI) against the emulator: python firebase_driver.py JOB.json.
+
+JOB: {"credentials": PATH, "fcm_base": "http://127.0.0.1:PORT", "ops": [OP, …]}. The only redirection
+is the one firebase-admin's own source offers: the class attribute
+`messaging._MessagingService.FCM_URL`, set before the app's messaging service is created; the
+service-account file's `token_uri` (written by `ccs-emulator credentials`) sends google-auth to the
+emulator's /token.
+
+OP: {"op": "send", "message": MSG, "dry_run": bool} or {"op": "send_each", "messages": [MSG…], "dry_run": bool}.
+MSG: {"token", "data", "notification": {"title", "body"}, "android": {"ttl", "priority", "collapse_key"}}.
+Prints one JSON line: {"results": [RESULT…]}, RESULT {"name": …} or {"error": CLASS, "code": …, "message": …};
+send_each gives {"responses": [RESULT…], "success_count", "failure_count"}.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+
+import firebase_admin
+from firebase_admin import credentials, messaging
+
+
+def build(spec: dict) -> messaging.Message:
+    notification = None
+    if "notification" in spec:
+        notification = messaging.Notification(**spec["notification"])
+    android = None
+    if "android" in spec:
+        a = dict(spec["android"])
+        if "ttl" in a:
+            a["ttl"] = datetime.timedelta(seconds=a["ttl"])
+        android = messaging.AndroidConfig(**a)
+    return messaging.Message(token=spec.get("token"), data=spec.get("data"), notification=notification,
+                             android=android)
+
+
+def describe(error: Exception) -> dict:
+    return {"error": type(error).__name__, "code": getattr(error, "code", None), "message": str(error)}
+
+
+def main() -> None:
+    job = json.load(open(sys.argv[1]))
+    messaging._MessagingService.FCM_URL = job["fcm_base"] + "/v1/projects/{0}/messages:send"
+    app = firebase_admin.initialize_app(credentials.Certificate(job["credentials"]), name="emulator-test")
+    results = []
+    try:
+        for op in job["ops"]:
+            dry_run = bool(op.get("dry_run", False))
+            if op["op"] == "send":
+                try:
+                    results.append({"name": messaging.send(build(op["message"]), dry_run=dry_run, app=app)})
+                except Exception as e:  # the test asserts on the class firebase-admin raised
+                    results.append(describe(e))
+            elif op["op"] == "send_each":
+                batch = messaging.send_each([build(m) for m in op["messages"]], dry_run=dry_run, app=app)
+                results.append({
+                    "success_count": batch.success_count, "failure_count": batch.failure_count,
+                    "responses": [{"name": r.message_id} if r.success else describe(r.exception) for r in batch.responses],
+                })
+            else:
+                raise ValueError(f"unknown op {op['op']!r}")
+    finally:
+        firebase_admin.delete_app(app)
+    print(json.dumps({"results": results}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
