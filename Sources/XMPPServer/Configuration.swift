@@ -25,6 +25,8 @@ public struct XMPPServerConfiguration: Sendable {
     /// An authenticated connection that has read nothing for this long frees its XML parser until its
     /// next bytes (memory of an idle connection). nil: never.
     public var idleParserRelease: TimeAmount? = .seconds(1)
+    /// How long an app server that ended its stream waits for the answers to its last messages.
+    public var peerEndGracePeriod: TimeAmount = .seconds(5)
     /// The bound CCS port, named when an app server logs in on the device channel by mistake.
     public var appServerPort: Int?
 

@@ -35,6 +35,10 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     var idleCheck: Scheduled<Void>?
     var readSinceIdleCheck = false
     var closing = false
+    /// The app server ended its stream while downstream messages were still being answered: the
+    /// stream is ended (and the connection closed) once the last ACK/NACK is written.
+    var peerEndedStream = false
+    var peerEndTimeout: Scheduled<Void>?
     /// Written since the last flush, and registered with the mailbox for one.
     var flushPending = false
     /// Output not yet handed to the pipeline (see `write(_:)`).
@@ -84,6 +88,7 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     func channelInactive(context: ChannelHandlerContext) {
         authTimeout?.cancel()
+        peerEndTimeout?.cancel()
         idleCheck?.cancel()
         idleCheck = nil
         drainClose?.cancel()
@@ -155,7 +160,18 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         switch event {
         case .streamOpen(let header): perform(negotiation.streamOpened(header))
         case .stanza(let stanza): perform(negotiation.stanzaReceived(stanza))
-        case .streamClose: perform(negotiation.streamClosed())
+        case .streamClose:
+            if role == .appServer, let link, let context, link.pendingCount > 0 {
+                // A client that sends `</stream:stream>` right after its last message still gets
+                // that message's answer (the README's openssl pipe does exactly this).
+                peerEndedStream = true
+                let bound = NIOLoopBound(WeakHandler(self), eventLoop: context.eventLoop)
+                peerEndTimeout = context.eventLoop.scheduleTask(in: configuration.peerEndGracePeriod) {
+                    bound.value.handler?.finishPeerEndedStream()
+                }
+                return
+            }
+            perform(negotiation.streamClosed())
         }
     }
 
@@ -294,6 +310,15 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         guard context != nil, !closing else { return }
         write(text)
         mailbox.needsFlush(self)
+    }
+
+    /// Ends the stream the peer ended, now that its answers are written (or the grace period is over).
+    func finishPeerEndedStream() {
+        guard peerEndedStream, !closing else { return }
+        peerEndedStream = false
+        peerEndTimeout?.cancel()
+        peerEndTimeout = nil
+        perform(negotiation.streamClosed())
     }
 
     func close() {

@@ -129,3 +129,18 @@ def test_reset_forgets_devices_and_keeps_the_ca(start_server):
     assert http_json("GET", f"{srv.http_base}/emulator/v1/devices/{token}")[0] == 404
     assert open(srv.ca_cert).read() == ca_before
     assert http_json("GET", srv.http_base + "/")[1]["info"] == "/emulator/v1/info"
+
+
+def test_a_client_that_ends_its_stream_right_after_a_message_still_gets_the_ack(server, xmpp):
+    """The README's openssl pipe sends `</stream:stream>` right behind its message: the ACK, still
+    waiting for its commit at that moment, must come before the server's closing tag."""
+    sender, key = new_sender_id(), new_key()
+    token = register_device(server.http_base, APP, [sender])["token"]
+    c = xmpp(server)
+    c.login(sender, key)
+    stanzas = "".join(gcm_stanza({"to": token, "message_id": f"last-{i}", "data": {"k": "v"}}) for i in range(20))
+    c.send(stanzas + "</stream:stream>")
+    text = c.wait_closed(timeout=15)
+    for i in range(20):
+        assert f'"message_id":"last-{i}","message_type":"ack"' in text, text[-2000:]
+    assert text.rstrip().endswith("</stream:stream>"), text[-300:]
