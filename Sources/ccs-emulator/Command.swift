@@ -121,8 +121,13 @@ struct Serve: AsyncParsableCommand {
         }
         if let threads, !(1...256).contains(threads) { throw ValidationError("--threads must be 1...256") }
         if !(0...1000).contains(liveWriteDelay) { throw ValidationError("--live-write-delay must be 0...1000") }
-        if ackTimeout <= 0 { throw ValidationError("--ack-timeout must be positive") }
-        if drainGrace < 0 || authTimeout < 1 { throw ValidationError("--drain-grace ≥ 0 and --auth-timeout ≥ 1") }
+        // Upper bounds too: these become milliseconds or nanoseconds, and an Int64 overflow (or a NaN)
+        // would trap the process at start.
+        if !(ackTimeout.isFinite && ackTimeout >= 0.001 && ackTimeout <= 2_592_000) {
+            throw ValidationError("--ack-timeout must be a number of seconds from 0.001 to 2592000 (30 days)")
+        }
+        if !(0...86_400).contains(drainGrace) { throw ValidationError("--drain-grace must be 0...86400 seconds") }
+        if !(1...86_400).contains(authTimeout) { throw ValidationError("--auth-timeout must be 1...86400 seconds") }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
     }
 

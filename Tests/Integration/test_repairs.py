@@ -144,3 +144,17 @@ def test_a_client_that_ends_its_stream_right_after_a_message_still_gets_the_ack(
     for i in range(20):
         assert f'"message_id":"last-{i}","message_type":"ack"' in text, text[-2000:]
     assert text.rstrip().endswith("</stream:stream>"), text[-300:]
+
+
+@pytest.mark.parametrize("option,value", [("--ack-timeout", "1e300"), ("--ack-timeout", "nan"),
+                                          ("--drain-grace", "99999999999"), ("--auth-timeout", "99999999999"),
+                                          ("--threads", "100000"), ("--ccs-port", "70000")])
+def test_out_of_range_numbers_on_the_command_line_are_refused_not_a_crash(tmp_path, option, value):
+    import subprocess
+    from ccs_support import emulator_bin
+    p = subprocess.run([emulator_bin(), "serve", "--data-dir", str(tmp_path / "d"), "--ccs-port", "0",
+                        "--device-port", "0", "--http-port", "0", option, value],
+                       capture_output=True, timeout=60)
+    err = p.stderr.decode("utf-8", "replace")
+    assert p.returncode == 64, (p.returncode, err[-1500:])  # ArgumentParser's validation error, not a signal
+    assert option in err, err[-1500:]
