@@ -30,7 +30,7 @@ public enum AppServerStanzaDecoder {
         }
         guard case .object(let object) = json else {
             return .failure(.stanzaError(description:
-                "InvalidJson: JSON_PARSING_ERROR : Expected a JSON object but found \(kindName(json))"))
+                "InvalidJson: JSON_PARSING_ERROR : Expected a JSON object but found \(json.kindDescription)"))
         }
         return decode(object)
     }
@@ -138,16 +138,5 @@ public enum AppServerStanzaDecoder {
         if case .string(let to)? = object["to"], !to.isEmpty { return to }
         if case .string(let condition)? = object["condition"], !condition.isEmpty { return condition }
         return nil
-    }
-
-    private static func kindName(_ value: JSONValue) -> String {
-        switch value {
-        case .null: return "null"
-        case .bool: return "a boolean"
-        case .int, .double: return "a number"
-        case .string: return "a string"
-        case .array: return "an array"
-        case .object: return "an object"
-        }
     }
 }

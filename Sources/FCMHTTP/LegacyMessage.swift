@@ -34,7 +34,7 @@ enum LegacyMessageDecoder {
             return .failure(.badRequest("JSON_PARSING_ERROR: \(error.description)"))
         }
         guard case .object(let object) = json else {
-            return .failure(.badRequest("JSON_PARSING_ERROR: the body must be a JSON object, got \(V1MessageDecoder.kind(json))"))
+            return .failure(.badRequest("JSON_PARSING_ERROR: the body must be a JSON object, got \(json.kindDescription)"))
         }
         return decode(object, messageID: messageID)
     }

@@ -53,7 +53,7 @@ enum V1MessageDecoder {
 
     static func decodeOrThrow(_ body: JSONValue, messageID: String) throws(GoogleError) -> V1SendRequest {
         guard case .object(let top) = body else {
-            throw .invalidArgument("Invalid JSON payload received. Expected an object at the top level, got \(kind(body)).",
+            throw .invalidArgument("Invalid JSON payload received. Expected an object at the top level, got \(body.kindDescription).",
                                    field: "", description: "the body must be a JSON object")
         }
         let request = try Fields(top, path: "", known: topLevelFields)
@@ -171,7 +171,7 @@ enum V1MessageDecoder {
             }
             if let payload = try apns.object("payload", known: nil), let aps = payload.object["aps"] {
                 guard case .object = aps else {
-                    throw .invalidArgument("Invalid value at 'message.apns.payload.aps': must be an object, got \(kind(aps))",
+                    throw .invalidArgument("Invalid value at 'message.apns.payload.aps': must be an object, got \(aps.kindDescription)",
                                            field: "message.apns.payload.aps", description: "must be an object")
                 }
             }
@@ -272,17 +272,6 @@ enum V1MessageDecoder {
         let bytes = Array(s.utf8)
         return bytes.count == 7 && bytes[0] == 0x23 && bytes[1...].allSatisfy {
             ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x46) || ($0 >= 0x61 && $0 <= 0x66)
-        }
-    }
-
-    static func kind(_ value: JSONValue) -> String {
-        switch value {
-        case .null: return "null"
-        case .bool: return "a boolean"
-        case .int, .double: return "a number"
-        case .string: return "a string"
-        case .array: return "an array"
-        case .object: return "an object"
         }
     }
 

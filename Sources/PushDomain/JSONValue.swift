@@ -86,6 +86,18 @@ extension JSONValue {
     }
 
     public var isNull: Bool { self == .null }
+
+    /// What kind of value this is, for error texts ("a string", "an object", …).
+    public var kindDescription: String {
+        switch self {
+        case .null: return "null"
+        case .bool: return "a boolean"
+        case .int, .double: return "a number"
+        case .string: return "a string"
+        case .array: return "an array"
+        case .object: return "an object"
+        }
+    }
 }
 
 extension JSONValue: CustomStringConvertible {
