@@ -111,7 +111,7 @@ public final class Emulator: Sendable {
 
         var configuredSenders: [String: String] = [:]
         if let file = config.configFile {
-            let senderFile = try loadSenders(from: file)
+            let senderFile = try SenderFile.load(from: file)
             if config.authMode == .strict && senderFile.senders.isEmpty {
                 throw ConfigurationError(senderFile.noSendersExplanation) // names the unknown keys itself
             }
@@ -252,89 +252,6 @@ public final class Emulator: Sendable {
         logger.notice("--reset-state: \(removed.isEmpty ? "no state to delete" : "deleted " + removed.joined(separator: ", ")) in \(dataDir); kept tls/")
     }
 
-    /// Reads `{"senders":[{"sender_id":…,"server_key":…}]}`. Every error names the file and says where
-    /// and what is wrong; keys other than "senders" are returned for a warning (a typo such as
-    /// "sender" would otherwise silently configure nothing).
-    static func loadSenders(from file: String) throws -> SenderFile {
-        let text: String
-        do { text = try String(contentsOfFile: file, encoding: .utf8) } catch {
-            throw ConfigurationError("cannot read --config \(file): \(error.localizedDescription)")
-        }
-        let root: [String: JSONValue]
-        do {
-            let value = try JSONValue.parse(text)
-            guard case .object(let object) = value else {
-                throw ConfigurationError("--config \(file): the top level is \(kind(of: value)), expected a JSON object {\"senders\":[…]}")
-            }
-            root = object
-        } catch let error as JSONParseError {
-            throw ConfigurationError("--config \(file) is not valid JSON: \(describe(error, in: text))")
-        }
-        var result = SenderFile(file: file, foundKeys: root.keys.sorted())
-        result.unknownKeys = result.foundKeys.filter { $0 != "senders" }
-        guard let listed = root["senders"] else { return result }
-        guard case .array(let list) = listed else {
-            throw ConfigurationError("--config \(file): \"senders\" is \(kind(of: listed)), expected an array of {\"sender_id\":…,\"server_key\":…}")
-        }
-        result.sendersListed = true
-        for (index, entry) in list.enumerated() {
-            let place = "--config \(file): senders[\(index)]"
-            guard case .object(let e) = entry else {
-                throw ConfigurationError("\(place) is \(kind(of: entry)), expected {\"sender_id\":…,\"server_key\":…}")
-            }
-            let id: String
-            switch e["sender_id"] {
-            case .string(let s)?: id = s
-            case .int(let n)? where n >= 0: id = String(n)
-            case nil: throw ConfigurationError("\(place) has no \"sender_id\"")
-            case let other?: throw ConfigurationError("\(place): \"sender_id\" is \(kind(of: other)), expected a string of digits or a non-negative integer")
-            }
-            guard !id.isEmpty, id.count <= 32, id.allSatisfy({ $0.isASCII && $0.isNumber }) else {
-                throw ConfigurationError("\(place): \"sender_id\" \"\(id)\" is not 1 to 32 digits")
-            }
-            guard case .string(let key)? = e["server_key"] else {
-                throw ConfigurationError("\(place) (sender \(id)) has no \"server_key\" string")
-            }
-            guard !key.isEmpty else { throw ConfigurationError("\(place) (sender \(id)): \"server_key\" is empty") }
-            result.senders[id] = key
-        }
-        return result
-    }
-
-    /// "an array", "a string", … for error texts.
-    static func kind(of value: JSONValue) -> String {
-        switch value {
-        case .object: return "an object"
-        case .array: return "an array"
-        case .string: return "a string"
-        case .bool: return "a boolean"
-        case .null: return "null"
-        default: return "a number"
-        }
-    }
-
-    /// "Unexpected character (}) at line 4, column 3 (a trailing comma?)": the parser counts bytes,
-    /// people count lines.
-    static func describe(_ error: JSONParseError, in text: String) -> String {
-        let bytes = Array(text.utf8)
-        let position = min(max(error.position, 0), bytes.count)
-        var line = 1, lineStart = 0
-        for i in 0..<position where bytes[i] == UInt8(ascii: "\n") {
-            line += 1
-            lineStart = i + 1
-        }
-        // Columns in characters, not bytes.
-        let column = String(decoding: bytes[lineStart..<position], as: UTF8.self).count + 1
-        var hint = ""
-        if position < bytes.count, bytes[position] == UInt8(ascii: "}") || bytes[position] == UInt8(ascii: "]"),
-           let previous = bytes[..<position].last(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }),
-           previous == UInt8(ascii: ",") {
-            hint = " (a trailing comma? JSON allows none)"
-        } else if position < bytes.count, bytes[position] == UInt8(ascii: "'") {
-            hint = " (JSON strings take double quotes)"
-        }
-        return "\(error.reason) at line \(line), column \(column)\(hint)"
-    }
     /// The ready line: one JSON object naming every bound port.
     public var readyLine: String {
         var w = JSONObjectWriter()
@@ -370,87 +287,6 @@ public final class Emulator: Sendable {
     }
 }
 
-/// What `--config` holds, and what to say about it.
-struct SenderFile {
-    var file: String
-    /// Every top-level key, sorted.
-    var foundKeys: [String]
-    var unknownKeys: [String] = []
-    var sendersListed = false
-    var senders: [String: String] = [:]
-
-    init(file: String, foundKeys: [String]) {
-        self.file = file
-        self.foundKeys = foundKeys
-    }
-
-    /// `"Senders"`, `"sender"`, `"sender_ids"`: near misses of the one key the file may have.
-    static func looksLikeSenders(_ key: String) -> Bool {
-        key != "senders" && key.lowercased().hasPrefix("sender")
-    }
-
-    func unknownKeyWarning(_ key: String) -> String {
-        let suggestion = Self.looksLikeSenders(key) ? "did you mean \"senders\"?" : "the only key read is \"senders\""
-        return "--config \(file): ignoring the unknown top-level key \"\(key)\" (\(suggestion))"
-    }
-
-    /// Why strict mode has nobody to let in.
-    var noSendersExplanation: String {
-        if sendersListed { return "--auth strict: --config \(file) lists no senders (\"senders\" is empty)" }
-        var found = foundKeys.isEmpty ? "the object is empty" : "found keys: " + foundKeys.joined(separator: ", ")
-        if foundKeys.contains(where: Self.looksLikeSenders) { found += "; did you mean \"senders\"?" }
-        return "--auth strict: --config \(file) lists no senders (\(found))"
-    }
-}
-
-/// An exclusive `flock` on DATA_DIR/lock, which also holds the owner's PID. Two servers on one data
-/// directory would each keep their own picture of who is online: a message the second one ACKs for a
-/// device connected to the first would sit in the store until that device reconnects.
-final class DataDirectoryLock: Sendable {
-    let descriptor: Int32
-    /// Why the lock is not held although nobody else holds it (a file system without `flock`).
-    let problem: String?
-
-    private init(descriptor: Int32, problem: String? = nil) {
-        self.descriptor = descriptor
-        self.problem = problem
-    }
-
-    static func acquire(dataDirectory: String) throws -> DataDirectoryLock {
-        let path = dataDirectory + "/lock"
-        // No O_TRUNC: the PID in the file belongs to whoever holds the lock, maybe not us.
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            throw ConfigurationError("cannot open \(path): \(String(cString: strerror(errno)))")
-        }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            let failure = errno
-            guard failure == EWOULDBLOCK else {
-                // No flock here (some network file systems): run unprotected rather than not at all.
-                return DataDirectoryLock(descriptor: fd, problem: "cannot lock \(path): \(String(cString: strerror(failure)))")
-            }
-            let holder = readPID(fd)
-            close(fd)
-            let who = holder.map { "PID \($0)" } ?? "another process"
-            throw ConfigurationError("data dir \(dataDirectory) is in use by \(who) (another ccs-emulator serve?); "
-                                     + "stop it, or pass another --data-dir")
-        }
-        let pid = Array("\(getpid())\n".utf8)
-        // Best effort: without the PID a second server is still refused, only told less.
-        _ = ftruncate(fd, 0)
-        _ = pwrite(fd, pid, pid.count, 0)
-        return DataDirectoryLock(descriptor: fd)
-    }
-
-    private static func readPID(_ fd: Int32) -> Int32? {
-        var buffer = [UInt8](repeating: 0, count: 32)
-        let n = pread(fd, &buffer, buffer.count, 0)
-        guard n > 0 else { return nil }
-        return Int32(String(decoding: buffer[..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
-    }
-
-    deinit { close(descriptor) } // closing the last descriptor releases the lock
-}
 
 /// A listener that could not bind, told in terms of the option that chose its port.
 struct ListenerError: Error, CustomStringConvertible {

@@ -42,6 +42,12 @@ extension Engine {
         }
     }
 
+    /// The server key a sender is known by: the config file's, else the one it first logged in with
+    /// (permissive mode records it). From memory: no store read.
+    public func serverKey(ofSender senderID: String) -> String? {
+        configuration.configuredSenders[senderID] ?? state.withLock { $0.senders[senderID]?.serverKey }
+    }
+
     static func isSenderID(_ s: String) -> Bool {
         !s.isEmpty && s.utf8.count <= 32 && s.utf8.allSatisfy { $0 >= 48 && $0 <= 57 }
     }

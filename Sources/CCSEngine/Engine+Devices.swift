@@ -26,7 +26,7 @@ extension Engine {
         }
         let instanceID = RegistrationToken.makeInstanceID()
         return DeviceRecord(token: RegistrationToken.make(instanceID: instanceID),
-                            deviceID: Self.randomHex(16), secret: Self.randomHex(32), app: app,
+                            deviceID: RandomText.hex(16), secret: RandomText.hex(32), app: app,
                             platform: platform, senders: unique, createdAt: clock.nowMillis(),
                             state: DeviceState().json)
     }
@@ -59,10 +59,10 @@ extension Engine {
         let outcome: Result<T, DeviceManagementError> = await withCheckedContinuation {
             (cont: CheckedContinuation<Result<T, DeviceManagementError>, Never>) in
             let refusal: DeviceManagementError? = state.withLock { s in
-                let planned = body(&s)
-                guard case .success(let change) = planned else {
-                    if case .failure(let error) = planned { return error }
-                    return nil
+                let change: Change<T>
+                switch body(&s) {
+                case .failure(let error): return error
+                case .success(let planned): change = planned
                 }
                 let accepted = committer.trySubmit(change.ops, urgent: true) { [self] error in
                     guard let error else {
@@ -289,7 +289,7 @@ extension Engine {
         device.status = .uninstalled
         if let fresh { device.replacedBy = fresh.token }
         s.devices[token] = device
-        // The link stays registered until the device's connection is gone (it is closed next).
+        // Offline at once: nothing more is handed to it; the caller closes the connection.
         let link = s.online.removeValue(forKey: token)?.link
         var ops: [StoreOp] = [.upsertDevice(device), .removeAllMessages(token: token), .clearTray(token: token)]
         if let fresh {

@@ -107,6 +107,7 @@ extension Engine {
             let sends = dispatchOutbound(sender: record.senderID, &s)
             while let count = s.outboundPending[record.senderID]?.count, count > configuration.maxPendingOutboundPerSender,
                   let oldest = s.outboundPending[record.senderID]?.removeFirst() {
+                Self.releaseUpstreamID(of: oldest, &s)
                 dropped.append(oldest)
             }
             return sends
@@ -245,6 +246,7 @@ extension Engine {
                 // A window opened on this connection: its sender may send what waits.
                 if freed { touched.insert(entry.info.senderID) }
             }
+            for r in expired { Self.releaseUpstreamID(of: r, &s) }
             return touched.flatMap { dispatchOutbound(sender: $0, &s) }
         }
         perform(sends)
@@ -253,9 +255,9 @@ extension Engine {
 
     /// An outbound message is given up (its time ran out before any app server ACKed it, or the
     /// sender's queue overflowed): it is dropped, and the device that sent it (upstream) gets
-    /// `send_error` with `error` through its queue.
+    /// `send_error` with `error` through its queue. The caller has taken it out of the engine's state
+    /// (its id released) under the lock already.
     func outboundDropped(_ r: OutboundRecord, now: Int64, error: String) {
-        state.withLock { Self.releaseUpstreamID(of: r, &$0) }
         var ops: [StoreOp] = [.removeOutbound(senderID: r.senderID, kind: r.kind, token: r.token, messageID: r.messageID)]
         var notice: QueuedMessage?
         if r.kind == .upstream {

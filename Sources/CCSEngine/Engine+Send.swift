@@ -57,15 +57,14 @@ extension Engine {
             completion(.accepted(token: to, deviceMessageID: nil))
             return
         }
-        let ticket = deliverableNow ? WriteTicket() : nil
-        let early = ticket.map { EarlyDelivery(ticket: $0, settle: completion) }
+        let early = deliverableNow ? EarlyDelivery(ticket: WriteTicket(), settle: completion) : nil
         let limits = deliverableNow ? nil : storageLimits(token: to, senderID: senderID, now: now)
         // The installation check and the write's submission share one critical section: an uninstall
         // (which marks the device and submits its queue's removal under this lock) comes either before
         // (NACK) or after (its removal follows this write), never between.
         let plan = state.withLock { s -> DownstreamPlan in
             guard s.devices[to]?.status == .active else { return .unregistered }
-            if let early, let ticket, s.online[to]?.loaded == true {
+            if let early, s.online[to]?.loaded == true {
                 // The device can take it now: hand it over at once and write it in the background. If
                 // the device confirms it before the writer gets to it, the write is called off and the
                 // ACK follows the confirmation; otherwise the ACK follows the commit, as for every message.
@@ -74,7 +73,7 @@ extension Engine {
                     // The collapse is not called off with the write: an older message with this key
                     // held back (Doze) must go even when this one never reaches the disk.
                     if let key = queued.collapseKey { committer.submit(.collapse(token: to, collapseKey: key)) }
-                    committer.submit([.enqueue(queued, limits: nil)], ticket: ticket) { [self] error in
+                    committer.submit([.enqueue(queued, limits: nil)], ticket: early.ticket) { [self] error in
                         completion(outcome(storing: queued, error: error))
                     }
                     return .live(sends)

@@ -211,11 +211,6 @@ public final class Engine: Sendable {
         }
     }
 
-    static func randomHex(_ count: Int) -> String {
-        var g = SystemRandomNumberGenerator()
-        let digits = Array("0123456789abcdef")
-        return String((0..<count).map { _ in digits[Int(g.next() % 16)] })
-    }
 }
 
 extension String {

@@ -190,7 +190,7 @@ public final class Store: Sendable {
         case .removeAllMessages(let token):
             try db.cachedStatement(sql: "DELETE FROM queued_message WHERE token = ?").execute(arguments: [token])
         case .collapse(let token, let key):
-            try db.cachedStatement(sql: "DELETE FROM queued_message WHERE token = ? AND collapse_key = ? AND kind = 'message'").execute(arguments: [token, key])
+            try collapse(token: token, key: key, in: db)
         case .removeExpired(let now):
             try db.cachedStatement(sql: "DELETE FROM queued_message WHERE expires_at <= ?").execute(arguments: [now])
         case .addOutbound(let o):
@@ -215,6 +215,11 @@ public final class Store: Sendable {
         }
     }
 
+    /// Drops the token's stored messages with this collapse key (a newer one replaces them).
+    private static func collapse(token: String, key: String, in db: Database) throws {
+        try db.cachedStatement(sql: "DELETE FROM queued_message WHERE token = ? AND collapse_key = ? AND kind = 'message'").execute(arguments: [token, key])
+    }
+
     private static func insert(_ m: QueuedMessage, in db: Database) throws {
         try db.cachedStatement(sql: """
             INSERT OR REPLACE INTO queued_message(token, device_message_id, sender_id, app_message_id,
@@ -228,9 +233,7 @@ public final class Store: Sendable {
     }
 
     private static func enqueue(_ m: QueuedMessage, limits: QueueLimits?, in db: Database) throws {
-        if let key = m.collapseKey {
-            try db.cachedStatement(sql: "DELETE FROM queued_message WHERE token = ? AND collapse_key = ? AND kind = 'message'").execute(arguments: [m.token, key])
-        }
+        if let key = m.collapseKey { try collapse(token: m.token, key: key, in: db) }
         guard let limits else { return try insert(m, in: db) }
         if m.collapseKey == nil {
             let stored = try Int.fetchOne(db.cachedStatement(sql: """
@@ -251,9 +254,7 @@ public final class Store: Sendable {
             SELECT collapse_key FROM queued_message WHERE token = ? AND collapse_key IS NOT NULL AND kind = 'message'
             GROUP BY collapse_key ORDER BY MIN(seq)
             """), arguments: [m.token])
-        for key in keys.dropLast(limits.maxCollapseKeys) {
-            try db.cachedStatement(sql: "DELETE FROM queued_message WHERE token = ? AND collapse_key = ? AND kind = 'message'").execute(arguments: [m.token, key])
-        }
+        for key in keys.dropLast(limits.maxCollapseKeys) { try collapse(token: m.token, key: key, in: db) }
     }
 
     // MARK: reads

@@ -134,14 +134,11 @@ final class AppServerClientHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    enum Phase { case opening, authenticating, restarting, binding, connected }
-
     let senderID: String
-    let serverKey: String
     let bound: EventLoopPromise<Void>
     let events: AsyncStream<AppServerClient.Event>.Continuation
     let parser = XMLStreamParser(limits: .postAuth)
-    var phase = Phase.opening
+    var login: ClientLogin
     var context: ChannelHandlerContext?
     var closeReason: String?
     var closingByClient = false
@@ -149,17 +146,17 @@ final class AppServerClientHandler: ChannelInboundHandler {
     init(senderID: String, serverKey: String, bound: EventLoopPromise<Void>,
          events: AsyncStream<AppServerClient.Event>.Continuation) {
         self.senderID = senderID
-        self.serverKey = serverKey
         self.bound = bound
         self.events = events
-        // After <success/> the server's next bytes belong to a new stream: parse them with a fresh parser.
-        parser.pauseAfter = { $0.name == "success" }
+        login = ClientLogin(domain: "gcm.googleapis.com", plain: "\0\(senderID)@gcm.googleapis.com\0\(serverKey)",
+                            resource: nil)
+        parser.pauseAfter = ClientLogin.pausesParser(after:)
     }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
     func channelActive(context: ChannelHandlerContext) {
-        openStream()
+        send(login.streamHeader)
         context.fireChannelActive()
     }
 
@@ -172,15 +169,11 @@ final class AppServerClientHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if phase != .connected {
+        if login.phase != .connected {
             bound.fail(AppServerClient.Failure(ConnectionFailure.describe(error), underlying: error))
         }
         if closeReason == nil && !closingByClient { closeReason = ConnectionFailure.describe(error) }
         context.close(promise: nil)
-    }
-
-    private func openStream() {
-        send("<stream:stream to=\"gcm.googleapis.com\" version=\"1.0\" xmlns=\"jabber:client\" xmlns:stream=\"http://etherx.jabber.org/streams\">")
     }
 
     func sendClose() {
@@ -203,13 +196,8 @@ final class AppServerClientHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
         do {
-            var events = try buffer.withUnsafeReadableBytes { try parser.feed($0) }
-            while true {
-                for event in events { handle(event, context: context) }
-                guard parser.isPaused else { break }
-                parser.reset()
-                openStream()
-                events = try parser.feed([UInt8]())
+            for event in try buffer.withUnsafeReadableBytes({ try parser.feedRestarting($0) }) {
+                handle(event, context: context)
             }
         } catch {
             fail("invalid XML from the server: \(error)", context: context)
@@ -224,54 +212,30 @@ final class AppServerClientHandler: ChannelInboundHandler {
             if !closingByClient { closeReason = closeReason ?? "the server closed the stream" }
             context.close(promise: nil)
         case .stanza(let stanza):
-            stanzaReceived(stanza, context: context)
+            for action in login.received(stanza) {
+                switch action {
+                case .send(let text): send(text)
+                case .connected: bound.succeed(())
+                case .refused(let reason): fail("authentication as sender \(senderID) failed: \(reason)", context: context)
+                case .fail(let reason): fail(reason, context: context)
+                case .stanza(let stanza): sessionStanza(stanza)
+                }
+            }
         }
     }
 
-    private func stanzaReceived(_ stanza: XMLElement, context: ChannelHandlerContext) {
-        switch (stanza.name, phase) {
-        case ("features", .opening):
-            let payload = Data("\0\(senderID)@gcm.googleapis.com\0\(serverKey)".utf8).base64EncodedString()
-            send("<auth mechanism=\"PLAIN\" xmlns=\"urn:ietf:params:xml:ns:xmpp-sasl\">\(payload)</auth>")
-            phase = .authenticating
-        case ("success", .authenticating):
-            phase = .restarting // the parser pauses here; channelRead restarts the stream
-        case ("failure", _):
-            let condition = stanza.childElements.first(where: { $0.name != "text" })?.name ?? "failure"
-            let text = stanza.firstChild(named: "text")?.text ?? ""
-            fail("authentication as sender \(senderID) failed: \(condition)" + (text.isEmpty ? "" : " (\(text))"),
-                 context: context)
-        case ("features", .restarting):
-            send("<iq type=\"set\" id=\"bind-1\"><bind xmlns=\"urn:ietf:params:xml:ns:xmpp-bind\"/></iq>")
-            phase = .binding
-        case ("iq", .binding) where stanza.attribute("id") == "bind-1":
-            guard stanza.attribute("type") == "result" else {
-                let condition = stanza.firstChild(named: "error")?.childElements.first?.name ?? "unknown"
-                fail("resource bind refused: \(condition)", context: context)
-                return
-            }
-            phase = .connected
-            bound.succeed(())
-        case ("message", .connected):
-            if stanza.attribute("type") == "error" {
-                let error = stanza.firstChild(named: "error")
-                let condition = error?.childElements.first(where: { $0.name != "text" })?.name ?? "unknown"
-                events.yield(.stanzaError(condition: condition, text: error?.firstChild(named: "text")?.text ?? ""))
-                return
-            }
-            guard let gcm = stanza.firstChild(named: "gcm", namespace: "google:mobile:data") else { return }
-            let text = gcm.text.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard let json = try? JSONValue.parse(text) else { return }
-            events.yield(.gcm(text: text, json: json))
-        case ("error", _):
-            let condition = stanza.childElements.first(where: { $0.name != "text" })?.name ?? "unknown"
-            let text = stanza.firstChild(named: "text")?.text ?? ""
-            fail("stream error: \(condition)" + (text.isEmpty ? "" : " (\(text))"), context: context)
-        case ("iq", _) where stanza.attribute("type") == "get"
-            && stanza.firstChild(named: "ping", namespace: "urn:xmpp:ping") != nil:
-            send("<iq type=\"result\" id=\"\(XMLEscaping.escapeAttribute(stanza.attribute("id") ?? ""))\"/>")
-        default:
-            break
+    /// After the bind: ACKs, NACKs, receipts, upstream and control messages, and stanza errors.
+    private func sessionStanza(_ stanza: XMLElement) {
+        guard stanza.name == "message" else { return }
+        if stanza.attribute("type") == "error" {
+            let error = stanza.firstChild(named: "error")
+            let condition = error?.childElements.first(where: { $0.name != "text" })?.name ?? "unknown"
+            events.yield(.stanzaError(condition: condition, text: error?.firstChild(named: "text")?.text ?? ""))
+            return
         }
+        guard let gcm = stanza.firstChild(named: "gcm", namespace: "google:mobile:data") else { return }
+        let text = gcm.text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let json = try? JSONValue.parse(text) else { return }
+        events.yield(.gcm(text: text, json: json))
     }
 }

@@ -111,13 +111,11 @@ final class DeviceClientHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    enum Phase { case opening, authenticating, restarting, binding, connected }
-
     let credentials: DeviceCredentials
     let onEvent: @Sendable (DeviceEvent) -> Void
     let bound: EventLoopPromise<Void>
     let parser = XMLStreamParser(limits: .postAuth)
-    var phase = Phase.opening
+    var login: ClientLogin
     var context: ChannelHandlerContext?
     var disconnectReason: String?
     var closingByClient = false
@@ -126,13 +124,15 @@ final class DeviceClientHandler: ChannelInboundHandler {
         self.credentials = credentials
         self.bound = bound
         self.onEvent = onEvent
-        parser.pauseAfter = { $0.name == "success" }
+        login = ClientLogin(domain: "devices.ccs-emulator", plain: "\0\(credentials.deviceID)\0\(credentials.secret)",
+                            resource: "device")
+        parser.pauseAfter = ClientLogin.pausesParser(after:)
     }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
     func channelActive(context: ChannelHandlerContext) {
-        openStream()
+        send(login.streamHeader)
         context.fireChannelActive()
     }
 
@@ -144,10 +144,6 @@ final class DeviceClientHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if disconnectReason == nil && !closingByClient { disconnectReason = "\(error)" }
         context.close(promise: nil)
-    }
-
-    private func openStream() {
-        send("<stream:stream to=\"devices.ccs-emulator\" version=\"1.0\" xmlns=\"jabber:client\" xmlns:stream=\"http://etherx.jabber.org/streams\">")
     }
 
     /// The device ends the session: the server's closing tag that follows is no surprise.
@@ -164,13 +160,8 @@ final class DeviceClientHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
         do {
-            var events = try buffer.withUnsafeReadableBytes { try parser.feed($0) }
-            while true {
-                for event in events { handle(event, context: context) }
-                guard parser.isPaused else { break }
-                parser.reset()
-                openStream()
-                events = try parser.feed([UInt8]())
+            for event in try buffer.withUnsafeReadableBytes({ try parser.feedRestarting($0) }) {
+                handle(event, context: context)
             }
         } catch {
             disconnectReason = "invalid XML from the server: \(error)"
@@ -186,56 +177,42 @@ final class DeviceClientHandler: ChannelInboundHandler {
             if !closingByClient { disconnectReason = disconnectReason ?? "the server closed the stream" }
             context.close(promise: nil)
         case .stanza(let stanza):
-            stanzaReceived(stanza, context: context)
+            for action in login.received(stanza) {
+                switch action {
+                case .send(let text):
+                    send(text)
+                case .connected:
+                    onEvent(.connected)
+                    bound.succeed(())
+                case .refused(let reason):
+                    disconnectReason = "authentication failed (unknown device, wrong secret, or app uninstalled): \(reason)"
+                    context.close(promise: nil)
+                case .fail(let reason):
+                    disconnectReason = reason
+                    context.close(promise: nil)
+                case .stanza(let stanza):
+                    sessionStanza(stanza)
+                }
+            }
         }
     }
 
-    private func stanzaReceived(_ stanza: XMLElement, context: ChannelHandlerContext) {
-        switch (stanza.name, phase) {
-        case ("features", .opening):
-            let payload = Data("\0\(credentials.deviceID)\0\(credentials.secret)".utf8).base64EncodedString()
-            send("<auth xmlns=\"urn:ietf:params:xml:ns:xmpp-sasl\" mechanism=\"PLAIN\">\(payload)</auth>")
-            phase = .authenticating
-        case ("success", .authenticating):
-            phase = .restarting // the parser pauses here; channelRead restarts the stream
-        case ("failure", _):
-            disconnectReason = "authentication failed (unknown device, wrong secret, or app uninstalled)"
-            context.close(promise: nil)
-        case ("features", .restarting):
-            send("<iq type=\"set\" id=\"bind-1\"><bind xmlns=\"urn:ietf:params:xml:ns:xmpp-bind\"><resource>device</resource></bind></iq>")
-            phase = .binding
-        case ("iq", .binding) where stanza.attribute("id") == "bind-1":
-            guard stanza.attribute("type") == "result" else {
-                disconnectReason = "bind failed"
-                context.close(promise: nil)
-                return
-            }
-            phase = .connected
-            onEvent(.connected)
-            bound.succeed(())
-        case ("message", .connected):
-            guard stanza.attribute("type") != "error",
-                  let gcm = stanza.firstChild(named: "gcm", namespace: "google:mobile:data"),
-                  let json = try? JSONValue.parse(gcm.text), case .object(let fields) = json else { return }
-            // Answers to upstream messages carry no stanza id and need no ACK.
-            if let type = fields["message_type"]?.stringValue, type == "sent" || type == "send_error",
-               stanza.attribute("id") == nil {
-                onEvent(.upstreamAnswer(json))
-                return
-            }
-            let toTray = stanza.firstChild(named: "tray", namespace: "urn:ccs-emulator:device") != nil
-            onEvent(.message(json, toTray: toTray))
-            if let id = stanza.attribute("id") ?? fields["message_id"]?.stringValue {
-                let ack = JSONValue.object(["message_id": .string(id), "message_type": .string("ack")]).encoded()
-                send("<message><gcm xmlns=\"google:mobile:data\">\(XMLEscaping.escapeText(ack))</gcm></message>")
-            }
-        case ("error", _):
-            disconnectReason = "stream error: \(stanza.childElements.first?.name ?? "unknown")"
-            context.close(promise: nil)
-        case ("iq", _) where stanza.attribute("type") == "get" && stanza.firstChild(named: "ping", namespace: "urn:xmpp:ping") != nil:
-            send("<iq type=\"result\" id=\"\(XMLEscaping.escapeAttribute(stanza.attribute("id") ?? ""))\"/>")
-        default:
-            break
+    /// After the bind: messages for the app (ACKed) and answers to upstream messages.
+    private func sessionStanza(_ stanza: XMLElement) {
+        guard stanza.name == "message", stanza.attribute("type") != "error",
+              let gcm = stanza.firstChild(named: "gcm", namespace: "google:mobile:data"),
+              let json = try? JSONValue.parse(gcm.text), case .object(let fields) = json else { return }
+        // Answers to upstream messages carry no stanza id and need no ACK.
+        if let type = fields["message_type"]?.stringValue, type == "sent" || type == "send_error",
+           stanza.attribute("id") == nil {
+            onEvent(.upstreamAnswer(json))
+            return
+        }
+        let toTray = stanza.firstChild(named: "tray", namespace: "urn:ccs-emulator:device") != nil
+        onEvent(.message(json, toTray: toTray))
+        if let id = stanza.attribute("id") ?? fields["message_id"]?.stringValue {
+            let ack = JSONValue.object(["message_id": .string(id), "message_type": .string("ack")]).encoded()
+            send("<message><gcm xmlns=\"google:mobile:data\">\(XMLEscaping.escapeText(ack))</gcm></message>")
         }
     }
 }

@@ -96,7 +96,7 @@ public struct FCMHTTPAPI: Sendable {
             throw FCMAdminError(status: .badRequest, message: "the request has no usable Host header, needed for token_uri")
         }
         do {
-            let file = try keys.issue(projectID: project, tokenURI: "http://\(authority)/token", nowMillis: Self.wallMillis())
+            let file = try keys.issue(projectID: project, tokenURI: "http://\(authority)/token", nowMillis: WallClock().nowMillis())
             return Self.json(file)
         } catch {
             throw FCMAdminError(status: .internalServerError, message: error.description)
@@ -149,19 +149,10 @@ public struct FCMHTTPAPI: Sendable {
                 return own.first(where: candidates.contains) ?? candidates.first ?? "0"
             }
         case .tokensOwn(let key):
-            var recordedKeys: [String: String]?
             return tokens.map { token in
                 guard let own = engine.device(token: token)?.senders, let first = own.first else { return "0" }
-                if own.count == 1 { return first }
-                guard let key else { return first }
-                if recordedKeys == nil {
-                    // Only read when a token has several senders; the store's list is small.
-                    var map: [String: String] = [:]
-                    for record in (try? engine.store.loadSenders()) ?? [] { map[record.senderID] = record.serverKey }
-                    for (sender, configuredKey) in engine.configuration.configuredSenders { map[sender] = configuredKey }
-                    recordedKeys = map
-                }
-                return own.first { recordedKeys?[$0] == key } ?? first
+                guard own.count > 1, let key else { return first }
+                return own.first { engine.serverKey(ofSender: $0) == key } ?? first
             }
         }
     }
@@ -220,13 +211,7 @@ public struct FCMHTTPAPI: Sendable {
 
     // MARK: helpers
 
-    static func newMessageID(_ prefix: String) -> String {
-        let digits = Array("0123456789abcdef")
-        var generator = SystemRandomNumberGenerator()
-        return prefix + String((0..<16).map { _ in digits[Int(generator.next() % 16)] })
-    }
-
-    static func wallMillis() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
+    static func newMessageID(_ prefix: String) -> String { prefix + RandomText.hex(16) }
 
     static func json(status: HTTPResponse.Status = .ok, _ value: JSONValue) -> Response {
         json(status: status, text: value.encoded())

@@ -106,9 +106,9 @@ public final class ServiceAccountKeyStore: Sendable {
         do { privateKey = try _RSA.Signing.PrivateKey(keySize: .bits2048) } catch {
             throw CredentialsError("could not generate an RSA key: \(error)")
         }
-        let keyID = Self.randomHex(40)
+        let keyID = RandomText.hex(40)
         // Firebase's own service accounts are named firebase-adminsdk-XXXXX@PROJECT.iam.gserviceaccount.com.
-        let clientEmail = "firebase-adminsdk-\(Self.randomLowercase(5))@\(projectID).iam.gserviceaccount.com"
+        let clientEmail = "firebase-adminsdk-\(RandomText.of("abcdefghijklmnopqrstuvwxyz0123456789", count: 5))@\(projectID).iam.gserviceaccount.com"
         let clientID = String(Int.random(in: 1...9)) + String((0..<20).map { _ in Character(String(Int.random(in: 0...9))) })
         let key = IssuedKey(keyID: keyID, projectID: projectID, clientEmail: clientEmail,
                             publicKeyPEM: privateKey.publicKey.pemRepresentation, createdAtMillis: nowMillis)
@@ -162,15 +162,4 @@ public final class ServiceAccountKeyStore: Sendable {
         s.utf8.count == 40 && s.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
     }
 
-    static func randomHex(_ count: Int) -> String {
-        let digits = Array("0123456789abcdef")
-        var generator = SystemRandomNumberGenerator()
-        return String((0..<count).map { _ in digits[Int(generator.next() % 16)] })
-    }
-
-    static func randomLowercase(_ count: Int) -> String {
-        let letters = Array("abcdefghijklmnopqrstuvwxyz0123456789")
-        var generator = SystemRandomNumberGenerator()
-        return String((0..<count).map { _ in letters[Int(generator.next() % UInt64(letters.count))] })
-    }
 }

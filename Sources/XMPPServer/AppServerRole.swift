@@ -59,7 +59,7 @@ extension XMPPConnectionHandler {
                 case .refused(let error):
                     handler.writeGCM(OutgoingJSON.nack(Nack(messageID: messageID, from: addressee, refusal: error)))
                 }
-                if handler.peerEndedStream && link.pendingCount == 0 { handler.finishPeerEndedStream() }
+                if link.pendingCount == 0 { handler.finishPeerEndedStream() }
             }
         }
     }

@@ -35,10 +35,12 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     var idleCheck: Scheduled<Void>?
     var readSinceIdleCheck = false
     var closing = false
-    /// The app server ended its stream while downstream messages were still being answered: the
-    /// stream is ended (and the connection closed) once the last ACK/NACK is written.
-    var peerEndedStream = false
+    /// Set while the app server has ended its stream and downstream messages are still being
+    /// answered: the stream is ended (and the connection closed) once the last ACK/NACK is written,
+    /// or when this runs out.
     var peerEndTimeout: Scheduled<Void>?
+    /// This handler as the event loop's closures hold it: weakly (see `WeakHandler`). Made once.
+    var weakSelf: NIOLoopBound<WeakHandler>?
     /// Written since the last flush, and registered with the mailbox for one.
     var flushPending = false
     /// Output not yet handed to the pipeline (see `write(_:)`).
@@ -71,9 +73,10 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        link = ConnectionLink(handler: NIOLoopBound(WeakHandler(self), eventLoop: context.eventLoop), mailbox: mailbox)
-        remoteAddress = context.channel.remoteAddress?.description ?? "?"
         let bound = NIOLoopBound(WeakHandler(self), eventLoop: context.eventLoop)
+        weakSelf = bound
+        link = ConnectionLink(handler: bound, mailbox: mailbox)
+        remoteAddress = context.channel.remoteAddress?.description ?? "?"
         authTimeout = context.eventLoop.scheduleTask(in: configuration.authenticationTimeout) {
             guard let handler = bound.value.handler else { return }
             if !handler.negotiation.isAuthenticated {
@@ -138,8 +141,7 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     /// Frees the parser of a connection that stays quiet (it comes back with the next bytes).
     private func scheduleIdleCheck(context: ChannelHandlerContext) {
-        guard let delay = configuration.idleParserRelease else { return }
-        let bound = NIOLoopBound(WeakHandler(self), eventLoop: context.eventLoop)
+        guard let delay = configuration.idleParserRelease, let bound = weakSelf else { return }
         idleCheck = context.eventLoop.scheduleTask(in: delay) {
             guard let handler = bound.value.handler else { return }
             handler.idleCheck = nil
@@ -161,11 +163,9 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         case .streamOpen(let header): perform(negotiation.streamOpened(header))
         case .stanza(let stanza): perform(negotiation.stanzaReceived(stanza))
         case .streamClose:
-            if role == .appServer, let link, let context, link.pendingCount > 0 {
+            if role == .appServer, let link, let context, let bound = weakSelf, link.pendingCount > 0 {
                 // A client that sends `</stream:stream>` right after its last message still gets
                 // that message's answer (the README's openssl pipe does exactly this).
-                peerEndedStream = true
-                let bound = NIOLoopBound(WeakHandler(self), eventLoop: context.eventLoop)
                 peerEndTimeout = context.eventLoop.scheduleTask(in: configuration.peerEndGracePeriod) {
                     bound.value.handler?.finishPeerEndedStream()
                 }
@@ -314,9 +314,8 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     /// Ends the stream the peer ended, now that its answers are written (or the grace period is over).
     func finishPeerEndedStream() {
-        guard peerEndedStream, !closing else { return }
-        peerEndedStream = false
-        peerEndTimeout?.cancel()
+        guard let timeout = peerEndTimeout, !closing else { return }
+        timeout.cancel()
         peerEndTimeout = nil
         perform(negotiation.streamClosed())
     }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GoogleAuth
+import CCSEngine
 import CCSProtocol
 
 struct Credentials: ParsableCommand {
@@ -46,7 +47,7 @@ struct Credentials: ParsableCommand {
         do {
             let store = try ServiceAccountKeyStore(directory: directory)
             file = try store.issue(projectID: project, tokenURI: tokenURI,
-                                   nowMillis: Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)))
+                                   nowMillis: WallClock().nowMillis())
         } catch {
             throw ValidationError(error.description)
         }

@@ -61,7 +61,10 @@ struct Send: AsyncParsableCommand {
         if let ttl, !(0...DownstreamMessage.maximumTimeToLive).contains(ttl) {
             throw ValidationError("--ttl must be 0…\(DownstreamMessage.maximumTimeToLive)")
         }
-        if !(timeout > 0) { throw ValidationError("--timeout must be positive") }
+        // Bounded: it becomes nanoseconds, and an Int64 overflow (or a NaN) would trap.
+        if !(timeout.isFinite && timeout > 0 && timeout <= 86_400) {
+            throw ValidationError("--timeout must be a number of seconds from more than 0 to 86400")
+        }
         _ = try endpoint()
         _ = try dataFields()
         _ = try notificationFields()
