@@ -291,7 +291,9 @@ extension Engine {
         s.devices[token] = device
         // Offline at once: nothing more is handed to it; the caller closes the connection.
         let link = s.online.removeValue(forKey: token)?.link
+        let topics = s.topics.removeAll(token: token)
         var ops: [StoreOp] = [.upsertDevice(device), .removeAllMessages(token: token), .clearTray(token: token)]
+        if !topics.isEmpty { ops.append(.removeSubscriptions(token: token)) }
         if let fresh {
             add(fresh, &s)
             ops.append(.upsertDevice(fresh))
@@ -304,6 +306,7 @@ extension Engine {
             }
             guard s.devices[token] == device else { return }
             s.devices[token] = before
+            for (topic, at) in topics { s.topics.add(topic, token: token, at: at) }
         })
     }
 
@@ -329,7 +332,7 @@ extension Engine {
     /// material stay. Returns how many devices were removed.
     public func reset() async throws(DeviceManagementError) -> Int {
         let (count, links): (Int, [any DeviceLink]) = try await change { s in
-            let before = (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending, s.upstreamIDs)
+            let before = (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending, s.upstreamIDs, s.topics)
             let links = s.online.values.map(\.link)
             let count = s.devices.count
             s.devices = [:]
@@ -338,10 +341,11 @@ extension Engine {
             s.online = [:]
             s.outboundPending = [:]
             s.upstreamIDs = [:]
+            s.topics = TopicRegistry()
             for id in s.connections.keys { s.connections[id]?.inFlight = [:] }
             return .success(Change(value: (count, links), ops: [.removeAllDevices], undo: { s in
                 guard s.devices.isEmpty else { return }
-                (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending, s.upstreamIDs) = before
+                (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending, s.upstreamIDs, s.topics) = before
             }))
         }
         for link in links { link.close() }

@@ -5,18 +5,19 @@ import Synchronization
 /// What the store keeps for a device: a message as the device will see it, and the notices the
 /// service gives the device itself.
 extension Engine {
-    static func queuedMessage(_ m: Message, token: String, app: String, senderID: String,
+    /// `from`: what the device sees as the sender (`/topics/T` for a topic message), default the sender ID.
+    static func queuedMessage(_ m: Message, token: String, app: String, senderID: String, from: String? = nil,
                               deviceMessageID: String, now: Int64) -> QueuedMessage {
         let isNotification = m.notification != nil
         let priority = m.effectivePriority
         // Notification messages are always collapsible: without a key, the app's package is the key.
-        let collapseKey = m.collapseKey ?? (isNotification ? app : nil)
+        let collapseKey = m.collapseKey ?? (isNotification && !app.isEmpty ? app : nil)
         // Keys in sorted order, as JSONValue.encoded() would write them.
         var payload = JSONObjectWriter()
         if let ck = m.collapseKey { payload.add("collapse_key", ck) }
         if let ca = m.contentAvailable { payload.add("content_available", ca) }
         if let data = m.data { payload.add("data", stringMap: data) }
-        payload.add("from", senderID)
+        payload.add("from", from ?? senderID)
         payload.add("message_id", deviceMessageID)
         if let mc = m.mutableContent { payload.add("mutable_content", mc) }
         if let n = m.notification { payload.add("notification", json: n) }

@@ -16,10 +16,8 @@ extension Engine {
             for (index, token) in tokens.enumerated() {
                 send(request.message, to: token, senderID: request.sender) { gathered.set(index, $0) }
             }
-        case .topic(let name):
-            completion([.refused(.unsupportedTarget(kind: "topic", target: "/topics/" + name))])
-        case .condition(let condition):
-            completion([.refused(.unsupportedTarget(kind: "condition", target: condition))])
+        case .topic, .condition:
+            fanOut(request.message, target: request.target, senderID: request.sender, completion: completion)
         case .group(let key):
             completion([.refused(.unsupportedTarget(kind: "device group", target: key))])
         }

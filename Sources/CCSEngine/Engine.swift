@@ -159,6 +159,7 @@ public final class Engine: Sendable {
         var roundRobin = 0
         /// Tray entries being tapped ("token id"): a second tap of the same one finds nothing.
         var taps: Set<String> = []
+        var topics = TopicRegistry()
     }
 
     public let configuration: Configuration
@@ -180,6 +181,9 @@ public final class Engine: Sendable {
             s.devices[device.token] = device
             s.deviceStates[device.token] = DeviceState(json: device.state)
             s.tokenByDeviceID[device.deviceID] = device.token
+        }
+        for t in try committer.store.loadSubscriptions() {
+            s.topics.add(.init(senderID: t.senderID, name: t.topic), token: t.token, at: t.addedAt)
         }
         s.lastMicros = try committer.store.largestMessageMicros()
         for record in try committer.store.loadOutbound() {

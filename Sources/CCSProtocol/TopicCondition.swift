@@ -58,9 +58,12 @@ public struct TopicConditionError: Error, Sendable, Equatable, CustomStringConve
 }
 
 extension DownstreamTarget {
-    /// True for a bare topic name (without `/topics/`): `[a-zA-Z0-9-_.~%]+`.
+    /// FCM's longest topic name.
+    public static let maximumTopicNameLength = 900
+
+    /// True for a bare topic name (without `/topics/`): `[a-zA-Z0-9-_.~%]{1,900}`.
     public static func isValidTopicName<S: StringProtocol>(_ name: S) -> Bool {
-        !name.isEmpty && name.utf8.allSatisfy(isTopicNameByte)
+        !name.isEmpty && name.utf8.count <= maximumTopicNameLength && name.utf8.allSatisfy(isTopicNameByte)
     }
 }
 

@@ -175,4 +175,54 @@ public enum StoreOp: Sendable, Equatable {
     case setMeta(key: String, value: String)
     /// Every device with its queue, tray and outbound items (a reset; senders and meta stay).
     case removeAllDevices
+    /// Adds the subscriptions not there yet (an existing one keeps its date).
+    case subscribe([TopicSubscription])
+    case unsubscribe(senderID: String, topic: String, tokens: [String])
+    /// Every subscription of the token (its app was uninstalled).
+    case removeSubscriptions(token: String)
+    case fanOut(FanOut)
+}
+
+/// One app instance's subscription to one of its sender's topics.
+public struct TopicSubscription: Sendable, Equatable {
+    public var senderID: String
+    public var topic: String
+    public var token: String
+    public var addedAt: Int64
+
+    public init(senderID: String, topic: String, token: String, addedAt: Int64) {
+        self.senderID = senderID
+        self.topic = topic
+        self.token = token
+        self.addedAt = addedAt
+    }
+}
+
+/// One topic or condition message for many devices, written in one transaction: the body once, a
+/// queue row per device of the audience, each under FCM's per-device storage rules.
+public struct FanOut: Sendable, Equatable {
+    /// Who gets it, as of the send.
+    public enum Audience: Sendable, Equatable {
+        /// The topic's subscribers, read in the same transaction: the subscription writes submitted
+        /// before this one are in it, later ones are not (the writer keeps submission order).
+        case subscribers(senderID: String, topic: String)
+        /// Tokens chosen by the engine (a condition's matches).
+        case tokens([String])
+    }
+
+    public var audience: Audience
+    /// The stored row for every device: its `token` is ignored, its payload is stored once.
+    public var message: QueuedMessage
+    /// FCM's per-device storage limits; the notice's token is each overflowing device's.
+    public var limits: QueueLimits
+    /// A notification without a collapse key collapses under each device's app package: the
+    /// stored key is then each device's `app`, and `message.collapseKey` is ignored.
+    public var collapseKeyIsApp: Bool
+
+    public init(audience: Audience, message: QueuedMessage, limits: QueueLimits, collapseKeyIsApp: Bool = false) {
+        self.audience = audience
+        self.message = message
+        self.limits = limits
+        self.collapseKeyIsApp = collapseKeyIsApp
+    }
 }

@@ -106,6 +106,28 @@ public final class Store: Sendable {
         m.registerMigration("v3: platform blocks of HTTP v1 messages") { db in
             try db.execute(sql: "ALTER TABLE queued_message ADD COLUMN platform_blocks TEXT")
         }
+        m.registerMigration("v4: topic subscriptions") { db in
+            // A fanned-out message's body is stored once (`message_body`); its queue rows name it by
+            // `body_id` and keep an empty payload.
+            try db.execute(sql: """
+                CREATE TABLE topic_subscription (
+                  sender_id TEXT NOT NULL,
+                  topic TEXT NOT NULL,
+                  token TEXT NOT NULL,
+                  added_at INTEGER NOT NULL,
+                  PRIMARY KEY (sender_id, topic, token)
+                ) WITHOUT ROWID;
+                CREATE INDEX topic_subscription_by_token ON topic_subscription(token);
+                CREATE TABLE message_body (
+                  id INTEGER PRIMARY KEY AUTOINCREMENT,
+                  payload TEXT NOT NULL,
+                  platform_blocks TEXT,
+                  expires_at INTEGER NOT NULL
+                );
+                ALTER TABLE queued_message ADD COLUMN body_id INTEGER;
+                CREATE INDEX queued_message_by_body ON queued_message(body_id) WHERE body_id IS NOT NULL;
+                """)
+        }
         return m
     }
 
@@ -193,6 +215,7 @@ public final class Store: Sendable {
             try collapse(token: token, key: key, in: db)
         case .removeExpired(let now):
             try db.cachedStatement(sql: "DELETE FROM queued_message WHERE expires_at <= ?").execute(arguments: [now])
+            try db.cachedStatement(sql: "DELETE FROM message_body WHERE expires_at <= ?").execute(arguments: [now])
         case .addOutbound(let o):
             try db.cachedStatement(sql: """
                 INSERT OR REPLACE INTO outbound(sender_id, kind, message_id, token, json, created_at, expires_at)
@@ -207,20 +230,32 @@ public final class Store: Sendable {
         case .clearTray(let token):
             try db.cachedStatement(sql: "DELETE FROM tray WHERE token = ?").execute(arguments: [token])
         case .removeAllDevices:
-            for table in ["device", "queued_message", "outbound", "tray"] {
+            for table in ["device", "queued_message", "outbound", "tray", "topic_subscription", "message_body"] {
                 try db.execute(sql: "DELETE FROM \(table)")
             }
         case .setMeta(let key, let value):
             try db.cachedStatement(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)").execute(arguments: [key, value])
+        case .subscribe(let subscriptions):
+            let insert = try db.cachedStatement(sql: """
+                INSERT OR IGNORE INTO topic_subscription(sender_id, topic, token, added_at) VALUES (?, ?, ?, ?)
+                """)
+            for t in subscriptions { try insert.execute(arguments: [t.senderID, t.topic, t.token, t.addedAt]) }
+        case .unsubscribe(let sender, let topic, let tokens):
+            let delete = try db.cachedStatement(sql: "DELETE FROM topic_subscription WHERE sender_id = ? AND topic = ? AND token = ?")
+            for token in tokens { try delete.execute(arguments: [sender, topic, token]) }
+        case .removeSubscriptions(let token):
+            try db.cachedStatement(sql: "DELETE FROM topic_subscription WHERE token = ?").execute(arguments: [token])
+        case .fanOut(let fanOut):
+            try Self.fanOut(fanOut, in: db)
         }
     }
 
     /// Drops the token's stored messages with this collapse key (a newer one replaces them).
-    private static func collapse(token: String, key: String, in db: Database) throws {
+    static func collapse(token: String, key: String, in db: Database) throws {
         try db.cachedStatement(sql: "DELETE FROM queued_message WHERE token = ? AND collapse_key = ? AND kind = 'message'").execute(arguments: [token, key])
     }
 
-    private static func insert(_ m: QueuedMessage, in db: Database) throws {
+    static func insert(_ m: QueuedMessage, in db: Database) throws {
         try db.cachedStatement(sql: """
             INSERT OR REPLACE INTO queued_message(token, device_message_id, sender_id, app_message_id,
               collapse_key, priority, ttl, enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload,
@@ -250,11 +285,16 @@ public final class Store: Sendable {
             return try insert(m, in: db)
         }
         try insert(m, in: db)
+        try trimCollapseKeys(token: m.token, keeping: limits.maxCollapseKeys, in: db)
+    }
+
+    /// FCM keeps at most `keeping` collapse keys per device: the oldest keys' messages go.
+    static func trimCollapseKeys(token: String, keeping: Int, in db: Database) throws {
         let keys = try String.fetchAll(db.cachedStatement(sql: """
             SELECT collapse_key FROM queued_message WHERE token = ? AND collapse_key IS NOT NULL AND kind = 'message'
             GROUP BY collapse_key ORDER BY MIN(seq)
-            """), arguments: [m.token])
-        for key in keys.dropLast(limits.maxCollapseKeys) { try collapse(token: m.token, key: key, in: db) }
+            """), arguments: [token])
+        for key in keys.dropLast(keeping) { try collapse(token: token, key: key, in: db) }
     }
 
     // MARK: reads
@@ -286,9 +326,11 @@ public final class Store: Sendable {
     public func queuedMessages(token: String) throws -> [QueuedMessage] {
         try read { db in
             try Row.fetchAll(db, sql: """
-                SELECT token, device_message_id, sender_id, app_message_id, collapse_key, priority, ttl,
-                  enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload, platform_blocks
-                FROM queued_message WHERE token = ? ORDER BY seq
+                SELECT q.token, q.device_message_id, q.sender_id, q.app_message_id, q.collapse_key, q.priority, q.ttl,
+                  q.enqueued_at, q.expires_at, q.receipt, q.delay_while_idle, q.notification, q.kind,
+                  COALESCE(b.payload, q.payload), COALESCE(b.platform_blocks, q.platform_blocks)
+                FROM queued_message q LEFT JOIN message_body b ON b.id = q.body_id
+                WHERE q.token = ? ORDER BY q.seq
                 """, arguments: [token]).map(Self.message(from:))
         }
     }
@@ -314,6 +356,15 @@ public final class Store: Sendable {
                 ) WHERE id LIKE '0:%\\%%' ESCAPE '\\'
                 """
             return try Int64.fetchOne(db, sql: sql) ?? 0
+        }
+    }
+
+    /// Every topic subscription, for the engine's registry at start.
+    public func loadSubscriptions() throws -> [TopicSubscription] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT sender_id, topic, token, added_at FROM topic_subscription").map {
+                TopicSubscription(senderID: $0[0], topic: $0[1], token: $0[2], addedAt: $0[3])
+            }
         }
     }
 

@@ -86,6 +86,10 @@ public struct HTTPJSONClient: Sendable {
         try await checked(request(.POST, path, json: body))
     }
 
+    public func deleteJSON(_ path: String) async throws -> JSONValue {
+        try await checked(request(.DELETE, path))
+    }
+
     private func checked(_ response: (status: Int, body: String)) throws -> JSONValue {
         guard (200..<300).contains(response.status) else { throw Failure(status: response.status, body: response.body) }
         return try JSONValue.parse(response.body)

@@ -60,6 +60,7 @@ public struct FCMHTTPAPI: Sendable {
             router.post(RouterPath(path)) { request, _ in try await self.token(request) }
         }
         router.post("emulator/v1/credentials") { request, _ in try await self.issueCredentials(request) }
+        addTopicRoutes(to: router)
     }
 
     // MARK: OAuth2

@@ -78,6 +78,8 @@ extension FCMHTTPAPI {
                     return .messageID(shownMessageID(id, dryRun: sendRequest.message.dryRun, sender: sender))
                 case .refused(let error):
                     return .error(Self.legacyErrorName(error))
+                case .fannedOut:
+                    return .error("InternalServerError") // not an answer to a token
                 }
             }
             if isJSON { return Self.legacyJSON(results: shown) }
@@ -87,15 +89,25 @@ extension FCMHTTPAPI {
             case nil: return Self.plainText("Error=MissingRegistration")
             }
         case .topic, .condition, .group:
-            let sender: String = switch caller {
-            case .fixed(let s): s
-            case .configured(let list): list.first ?? "0"
-            case .tokensOwn: "0"
+            let sender: String
+            switch caller {
+            case .fixed(let s): sender = s
+            case .configured(let list): sender = list.first ?? "0"
+            case .tokensOwn(let key):
+                // A topic belongs to one sender, and a key names none by itself in permissive mode:
+                // the sender is the one that logged in over CCS (or subscribed tokens) with this key.
+                guard let key, let known = engine.senders(withServerKey: key).first else {
+                    return Self.plainText(status: .unauthorized,
+                        "Unauthorized: no sender is known by this server key; a topic send needs the key a sender logged in with over CCS or used to subscribe tokens (or --config)")
+                }
+                sender = known
             }
             let results = await engineSend(SendRequest(sender: sender, target: sendRequest.target, message: sendRequest.message))
             switch results.first {
+            case .fannedOut(let number)?:
+                // FCM answers a topic or condition send with a number, not a string.
+                return isJSON ? Self.json(.object(["message_id": .int(number)])) : Self.plainText("id=\(number)")
             case .accepted(_, let id)?:
-                // FCM answers a topic send with a number. Not reached while the engine refuses topics.
                 let number = id.flatMap { Int64($0.dropFirst(2).prefix { $0 != "%" }) } ?? engine.clock.nowMicros()
                 return isJSON ? Self.json(.object(["message_id": .int(number)])) : Self.plainText("id=\(number)")
             case .refused(.unsupportedTarget(let kind, let target))?:
@@ -128,7 +140,7 @@ extension FCMHTTPAPI {
         case .unregistered: return "NotRegistered"
         case .senderMismatch: return "MismatchSenderId"
         case .packageMismatch: return "InvalidPackageName"
-        case .unsupportedTarget: return "InvalidParameters"
+        case .unsupportedTarget, .invalidTopic: return "InvalidParameters"
         case .internalError: return "InternalServerError"
         }
     }

@@ -39,11 +39,20 @@ extension FCMHTTPAPI {
             result = await engineSend(SendRequest(sender: sender, target: send.target, message: send.message)).first
                 ?? .refused(.internalError)
         default:
-            sender = if case .fixed(let s) = choice { s } else { "0" }
+            // A topic belongs to one sender; a project name the emulator cannot map names none.
+            guard case .fixed(let fixed) = choice else {
+                throw GoogleError.permissionDenied(
+                    "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(project)': topic and condition sends need a project that names one sender (its project number, or a project in the --config file).")
+            }
+            sender = fixed
             result = await engineSend(SendRequest(sender: sender, target: send.target, message: send.message)).first
                 ?? .refused(.internalError)
         }
         switch result {
+        case .fannedOut(let number):
+            var writer = JSONObjectWriter()
+            writer.add("name", "projects/\(project)/messages/\(send.validateOnly ? "fake_message_id" : String(number))")
+            return Self.json(text: writer.finished())
         case .accepted(_, let id):
             let shown = shownMessageID(id, dryRun: send.validateOnly, sender: sender)
             var writer = JSONObjectWriter()
@@ -69,6 +78,9 @@ extension FCMHTTPAPI {
                 field: "message.android.restricted_package_name", description: "the token belongs to another app")
         case .unsupportedTarget(let kind, let target):
             return .unimplemented("\(kind) messaging (\(target.prefix(200))) is not supported by the emulator yet")
+        case .invalidTopic(let reason):
+            return .invalidArgument("Invalid value at 'message.topic' or 'message.condition': \(reason)",
+                                    field: "message.condition", description: reason)
         case .internalError:
             return .internalError
         }

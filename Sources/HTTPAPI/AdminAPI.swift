@@ -125,6 +125,7 @@ public struct AdminAPI: Sendable {
             return JSONResponse.make(.object(["connections": .array(list)]))
         }
         addDeviceControlRoutes(to: v1)
+        addTopicRoutes(to: v1)
         v1.post("connections/:id/drain") { _, context in
             let id = try context.parameters.require("id")
             guard self.engine.drain(connectionID: id) else { throw APIError.notFound("no connection with id \(id)") }
@@ -331,6 +332,12 @@ public struct AdminAPI: Sendable {
             fields["state"] = .object(["foreground": .bool(st.foreground), "idle": .bool(st.idle)])
         }
         if secrets { fields["device_secret"] = .string(d.secret) }
+        var topics: [String: JSONValue] = [:]
+        for sender in d.senders {
+            let names = (engine.topics(token: d.token, senderID: sender) ?? [:]).keys.sorted()
+            if !names.isEmpty { topics[sender] = .array(names.map { .string($0) }) }
+        }
+        fields["topics"] = .object(topics)
         return .object(fields)
     }
 

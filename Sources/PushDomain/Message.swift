@@ -91,8 +91,10 @@ public enum SendError: Error, Sendable, Equatable {
     case senderMismatch(token: String, sender: String)
     /// The token's app is not the message's `restricted_package_name`.
     case packageMismatch(token: String, package: String)
-    /// A kind of target the emulator does not serve yet (`topic`, `condition`, `device group`).
+    /// A kind of target the emulator does not serve yet (`device group`).
     case unsupportedTarget(kind: String, target: String)
+    /// A topic name or condition the front end let through but the engine cannot use.
+    case invalidTopic(reason: String)
     /// The store could not take the message: retry.
     case internalError
 }
@@ -102,6 +104,10 @@ public enum SendResult: Sendable, Equatable {
     /// Accepted (stored, delivered, or a dry run): `deviceMessageID` is the id the device sees
     /// (`0:…%…`), nil for a dry run or a TTL-0 message that could not be delivered now.
     case accepted(token: String, deviceMessageID: String?)
+    /// A topic or condition message accepted for its whole audience (durably, or a dry run): FCM
+    /// answers with a number (legacy `message_id`, the last part of v1's `name`). Also a topic
+    /// without subscribers.
+    case fannedOut(messageID: Int64)
     case refused(SendError)
 }
 

@@ -56,6 +56,9 @@ extension XMPPConnectionHandler {
                 switch result {
                 case .accepted(let token, _):
                     handler.writeGCM(OutgoingJSON.ack(messageID: messageID, from: token))
+                case .fannedOut:
+                    // A topic or condition send: the ACK's `from` is the topic or the condition (docs/semantics.md).
+                    handler.writeGCM(OutgoingJSON.ack(messageID: messageID, from: addressee))
                 case .refused(let error):
                     handler.writeGCM(OutgoingJSON.nack(Nack(messageID: messageID, from: addressee, refusal: error)))
                 }

@@ -20,6 +20,8 @@ extension Nack {
         case .unsupportedTarget(let kind, _):
             self.init(messageID: messageID, from: from, code: .badRegistration,
                       description: "\(kind.prefix(1).uppercased() + kind.dropFirst()) messaging is not supported by this emulator yet")
+        case .invalidTopic(let reason):
+            self.init(messageID: messageID, from: from, code: .invalidJSON, description: "Invalid topic or condition: \(reason)")
         case .internalError:
             self.init(messageID: messageID, from: from, code: .internalServerError, description: "Internal server error")
         }

@@ -18,7 +18,9 @@ struct Device: AsyncParsableCommand {
             Reads JSON-line commands on stdin: {"go":"offline"|"online"|"foreground"|"background"|"idle"|\
             "active"|"uninstall"|"reinstall"}, {"tap":"<message_id>"} (open a notification from the tray), \
             {"upstream":{"data":{…},"message_id":…,"to":…,"time_to_live":…}} (to defaults to the first \
-            sender; while offline up to 20 upstream messages wait and go out on reconnect). End of input: \
+            sender; while offline up to 20 upstream messages wait and go out on reconnect), \
+            {"subscribe":"<topic>"} / {"unsubscribe":"<topic>"} (as the app's subscribeToTopic; answered \
+            with a subscribed / unsubscribed event). End of input: \
             disconnect and exit 0. If the emulator cannot be reached (or --emulator is not its HTTP port), \
             prints one error line and exits 1. See docs/device-protocol.md.
             """)
@@ -222,9 +224,19 @@ struct DeviceSession {
             Self.emit(["event": .string("message"), "message": entry["message"] ?? .null, "opened_from": .string("tray")])
         case .upstream(let fields):
             sendUpstream(fields)
+        case .subscribe(let topic, let on):
+            // As FirebaseMessaging's subscribeToTopic: for the app's (first) sender.
+            let path = "/emulator/v1/devices/\(token)/topics/\(Self.pathSegment(topic))"
+            _ = on ? try await http.postJSON(path, .object([:])) : try await http.deleteJSON(path)
+            Self.emit(["event": .string(on ? "subscribed" : "unsubscribed"), "topic": .string(topic)])
         case .invalid(let line):
             Self.emit(["event": .string("error"), "error": .string("not a command: \(line)")])
         }
+    }
+
+    /// A topic name in a URL path: `%` (allowed in names) must be escaped; the rest of the alphabet is safe.
+    static func pathSegment(_ topic: String) -> String {
+        topic.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-_.~"))) ?? topic
     }
 
     private mutating func sendUpstream(_ fields: [String: JSONValue]) {
@@ -264,6 +276,8 @@ enum DeviceCommandLine: Sendable {
     case go(String)
     case tap(String)
     case upstream([String: JSONValue])
+    /// Subscribe (true) or unsubscribe (false).
+    case subscribe(String, Bool)
     case invalid(String)
 }
 
@@ -288,6 +302,10 @@ final class StdinCommands: Sendable {
                     continuation.yield(.tap(id))
                 } else if case .object(let up)? = o["upstream"] {
                     continuation.yield(.upstream(up))
+                } else if case .string(let topic)? = o["subscribe"] {
+                    continuation.yield(.subscribe(topic, true))
+                } else if case .string(let topic)? = o["unsubscribe"] {
+                    continuation.yield(.subscribe(topic, false))
                 } else {
                     continuation.yield(.invalid(trimmed))
                 }

@@ -122,6 +122,7 @@ extension Engine {
         send(SendRequest(sender: senderID, target: m.canonicalTarget, message: m.canonical)) { results in
             switch results[0] {
             case .accepted(let token, _): completion(.ack(from: token))
+            case .fannedOut: completion(.ack(from: m.to ?? m.condition ?? ""))
             case .refused(let error): completion(.nack(error))
             }
         }

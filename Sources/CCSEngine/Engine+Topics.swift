@@ -1,0 +1,242 @@
+import CCSProtocol
+import CCSStore
+import Synchronization
+
+/// Why one token's subscription change was refused; the Instance ID and v1 registration APIs
+/// answer each in their own words (docs/http-api.md).
+public enum TopicSubscriptionError: Error, Sendable, Equatable {
+    /// No such token, or its app was uninstalled.
+    case notFound
+    /// The token is registered, but not for this sender.
+    case senderMismatch
+    /// The app instance already has `TopicRegistry.maximumTopicsPerToken` topics.
+    case tooManyTopics
+    /// Unsubscribing from a topic the token is not subscribed to (without allow_missing).
+    case notSubscribed
+    /// The store could not take the change: retry.
+    case internalError
+}
+
+/// One token's subscription change, as the topic-management APIs ask for it.
+public struct TopicSubscriptionChange: Sendable, Equatable {
+    public var token: String
+    public var senderID: String
+
+    public init(token: String, senderID: String) {
+        self.token = token
+        self.senderID = senderID
+    }
+}
+
+/// Topics: subscriptions (durable, per app instance and sender) and sends to a topic or condition,
+/// fanned out to every subscriber with its own delivery rules.
+extension Engine {
+    public static var maximumTopicsPerToken: Int { TopicRegistry.maximumTopicsPerToken }
+
+    /// Subscribes each token (as its sender) to `topic`; one result per change, in order, once the
+    /// subscriptions are committed. Subscribing twice is a success that keeps the first date.
+    public func subscribe(_ changes: [TopicSubscriptionChange], to topic: String) async -> [Result<Void, TopicSubscriptionError>] {
+        let now = clock.nowMillis()
+        return await changeSubscriptions(changes) { s, change in
+            let key = TopicRegistry.Topic(senderID: change.senderID, name: topic)
+            if s.topics.topics(token: change.token, senderID: change.senderID)[topic] != nil { return .success(nil) }
+            if s.topics.topicCount(token: change.token) >= TopicRegistry.maximumTopicsPerToken { return .failure(.tooManyTopics) }
+            s.topics.add(key, token: change.token, at: now)
+            return .success(.subscribe([TopicSubscription(senderID: change.senderID, topic: topic, token: change.token, addedAt: now)]))
+        } undo: { s, change in
+            s.topics.remove(TopicRegistry.Topic(senderID: change.senderID, name: topic), token: change.token)
+        }
+    }
+
+    /// Unsubscribes each token from `topic`. With `allowMissing`, a token that was not subscribed is
+    /// a success (what the v1 registrations API's `allow_missing=true` and Instance ID do).
+    public func unsubscribe(_ changes: [TopicSubscriptionChange], from topic: String,
+                            allowMissing: Bool = true) async -> [Result<Void, TopicSubscriptionError>] {
+        let dates = Mutex<[String: Int64]>([:])
+        return await changeSubscriptions(changes) { s, change in
+            guard let at = s.topics.topics(token: change.token, senderID: change.senderID)[topic] else {
+                return allowMissing ? .success(nil) : .failure(.notSubscribed)
+            }
+            s.topics.remove(TopicRegistry.Topic(senderID: change.senderID, name: topic), token: change.token)
+            dates.withLock { $0[change.token] = at }
+            return .success(.unsubscribe(senderID: change.senderID, topic: topic, tokens: [change.token]))
+        } undo: { s, change in
+            if let at = dates.withLock({ $0[change.token] }) {
+                s.topics.add(TopicRegistry.Topic(senderID: change.senderID, name: topic), token: change.token, at: at)
+            }
+        }
+    }
+
+    /// Checks every change, applies the valid ones in memory and submits them in one batch under the
+    /// lock (so that a send after this call sees them, and the store gets them in that order); waits
+    /// for the commit and undoes them in memory if it fails.
+    private func changeSubscriptions(
+        _ changes: [TopicSubscriptionChange],
+        apply: (inout State, TopicSubscriptionChange) -> Result<StoreOp?, TopicSubscriptionError>,
+        undo: @escaping @Sendable (inout State, TopicSubscriptionChange) -> Void
+    ) async -> [Result<Void, TopicSubscriptionError>] {
+        var results = [Result<Void, TopicSubscriptionError>](repeating: .success(()), count: changes.count)
+        var applied: [TopicSubscriptionChange] = []
+        let written: Bool = await withCheckedContinuation { continuation in
+            state.withLock { s in
+                var ops: [StoreOp] = []
+                for (index, change) in changes.enumerated() {
+                    guard let device = s.devices[change.token], device.status == .active else {
+                        results[index] = .failure(.notFound); continue
+                    }
+                    guard device.senders.contains(change.senderID) else { results[index] = .failure(.senderMismatch); continue }
+                    switch apply(&s, change) {
+                    case .failure(let error): results[index] = .failure(error)
+                    case .success(let op?): ops.append(op); applied.append(change)
+                    case .success(nil): break
+                    }
+                }
+                if ops.isEmpty { continuation.resume(returning: true); return }
+                committer.submit(ops) { error in continuation.resume(returning: error == nil) }
+            }
+        }
+        if written { return results }
+        logger.error("storing topic subscriptions failed")
+        state.withLock { s in for change in applied { undo(&s, change) } }
+        let failed = Set(applied.map(\.token))
+        return zip(changes, results).map { change, result in failed.contains(change.token) ? .failure(.internalError) : result }
+    }
+
+    /// The token's topics of one sender with the date each was added (ms); nil for an unknown token.
+    public func topics(token: String, senderID: String) -> [String: Int64]? {
+        state.withLock { s in
+            guard s.devices[token] != nil else { return nil }
+            return s.topics.topics(token: token, senderID: senderID)
+        }
+    }
+
+    /// Every topic of the sender with its number of subscribers.
+    public func topicSubscriberCounts(senderID: String) -> [String: Int] {
+        state.withLock { s in
+            var counts: [String: Int] = [:]
+            for (topic, tokens) in s.topics.subscribers where topic.senderID == senderID { counts[topic.name] = tokens.count }
+            return counts
+        }
+    }
+
+    /// The senders whose server key is `key` (the config file's, or the one recorded in permissive mode).
+    public func senders(withServerKey key: String) -> [String] {
+        var found = Set(configuration.configuredSenders.filter { $0.value == key }.map(\.key))
+        state.withLock { s in for (id, record) in s.senders where record.serverKey == key { found.insert(id) } }
+        return found.sorted()
+    }
+
+    /// Permissive mode: a sender first seen through an HTTP API with a server key is provisioned with
+    /// that key, as a CCS login would (later legacy topic sends with the key then find it).
+    public func provisionSender(_ senderID: String, key: String) {
+        guard configuration.authMode == .permissive, Self.isSenderID(senderID), !key.isEmpty else { return }
+        let now = clock.nowMillis()
+        let new: SenderRecord? = state.withLock { s in
+            if s.senders[senderID] != nil { return nil }
+            let record = SenderRecord(senderID: senderID, serverKey: key, createdAt: now)
+            s.senders[senderID] = record
+            return record
+        }
+        if let new { committer.submit(.upsertSender(new)) }
+    }
+
+    // MARK: sends
+
+    /// A message to a topic's subscribers, or to the devices a condition selects, as of now.
+    func fanOut(_ message: Message, target: Target, senderID: String, completion: @escaping @Sendable ([SendResult]) -> Void) {
+        let audience: FanOut.Audience, from: String
+        var condition: TopicCondition?
+        switch target {
+        case .topic(let name):
+            guard DownstreamTarget.isValidTopicName(name) else {
+                completion([.refused(.invalidTopic(reason: "topic names match [a-zA-Z0-9-_.~%]{1,\(DownstreamTarget.maximumTopicNameLength)}"))])
+                return
+            }
+            audience = .subscribers(senderID: senderID, topic: name)
+            from = DownstreamTarget.topicPrefix + name
+        case .condition(let source):
+            do throws(TopicConditionError) {
+                condition = try TopicCondition.parse(source)
+            } catch {
+                completion([.refused(.invalidTopic(reason: error.reason))])
+                return
+            }
+            audience = .tokens([])
+            // FCM names no topic when a condition matched: the message is from the sender.
+            from = senderID
+        default:
+            preconditionFailure("fanOut is for topics and conditions")
+        }
+        let now = clock.nowMillis()
+        enum Plan { case answered(SendResult), live([Send], Int64), committing }
+        let plan = state.withLock { s -> Plan in
+            let micros = nextMicros(&s)
+            let members: Set<String>
+            if let condition {
+                members = Set(s.topics.matches(condition, senderID: senderID) {
+                    s.devices.values.filter { $0.status == .active && $0.senders.contains(senderID) }.map(\.token)
+                })
+            } else if case .topic(let name) = target {
+                members = s.topics.subscribers(of: .init(senderID: senderID, name: name))
+            } else {
+                members = []
+            }
+            if message.dryRun { return .answered(.fannedOut(messageID: micros)) }
+            let deviceMessageID = DeviceMessageID.make(micros: micros, senderHash: DeviceMessageID.senderHash(senderID))
+            let queued = Self.queuedMessage(message, token: "", app: "", senderID: senderID, from: from,
+                                            deviceMessageID: deviceMessageID, now: now)
+            if message.timeToLive == 0 {
+                // "Now or never": the members that can take it now get it; nothing is stored.
+                var sends: [Send] = []
+                for token in members where s.online[token]?.loaded == true {
+                    sends += take([Self.copy(of: queued, for: token, s)], token: token, &s)
+                }
+                return .live(sends, micros)
+            }
+            var fanOut = FanOut(audience: audience, message: queued,
+                                limits: QueueLimits(maxCollapseKeys: configuration.maxCollapseKeys,
+                                                    maxNonCollapsible: configuration.maxStoredNonCollapsible,
+                                                    overflowNotice: deletedMessagesNotice(token: "", senderID: senderID, now: now)),
+                                collapseKeyIsApp: message.collapseKey == nil && message.isNotification)
+            if condition != nil { fanOut.audience = .tokens(Array(members)) }
+            committer.submit(.fanOut(fanOut)) { [self] error in
+                if let error {
+                    logger.error("fan-out failed", metadata: ["error": "\(error)"])
+                    completion([.refused(.internalError)])
+                    return
+                }
+                handOverFannedOut(queued, members: members)
+                completion([.fannedOut(messageID: micros)])
+            }
+            return .committing
+        }
+        switch plan {
+        case .committing: break // the commit answers
+        case .answered(let result): completion([result])
+        case .live(let sends, let micros):
+            perform(sends)
+            completion([.fannedOut(messageID: micros)])
+        }
+    }
+
+    /// After the commit: the members online with their backlog loaded get it now (those loading read
+    /// it from the store; the rest get it when they connect).
+    private func handOverFannedOut(_ queued: QueuedMessage, members: Set<String>) {
+        let sends = state.withLock { s -> [Send] in
+            let ready = s.online.filter { $0.value.loaded && members.contains($0.key) }.map(\.key)
+            var sends: [Send] = []
+            for token in ready { sends += take([Self.copy(of: queued, for: token, s)], token: token, &s) }
+            return sends
+        }
+        perform(sends)
+    }
+
+    /// The audience's shared message as one device holds it: its token, and for a notification
+    /// without a collapse key its app as the key (as the store writes it).
+    private static func copy(of queued: QueuedMessage, for token: String, _ s: State) -> QueuedMessage {
+        var copy = queued
+        copy.token = token
+        if queued.collapseKey == nil, queued.isNotification { copy.collapseKey = s.devices[token]?.app }
+        return copy
+    }
+}
