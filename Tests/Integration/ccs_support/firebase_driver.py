@@ -6,8 +6,10 @@ is the one firebase-admin's own source offers: the class attribute
 service-account file's `token_uri` (written by `ccs-emulator credentials`) sends google-auth to the
 emulator's /token.
 
-OP: {"op": "send", "message": MSG, "dry_run": bool} or {"op": "send_each", "messages": [MSG…], "dry_run": bool}.
-MSG: {"token", "data", "notification": {"title", "body"}, "android": {"ttl", "priority", "collapse_key"}}.
+OP: {"op": "send", "message": MSG, "dry_run": bool} or {"op": "send_each", "messages": [MSG…], "dry_run": bool}
+or {"op": "subscribe_legacy" | "unsubscribe_legacy", "tokens": [...], "topic": T} (the Instance ID API, whose
+base `messaging._MessagingService.IID_URL` is set to the emulator's HTTP port too).
+MSG: {"token" | "topic" | "condition", "data", "notification": {"title", "body"}, "android": {"ttl", "priority", "collapse_key"}}.
 Prints one JSON line: {"results": [RESULT…]}, RESULT {"name": …} or {"error": CLASS, "code": …, "message": …};
 send_each gives {"responses": [RESULT…], "success_count", "failure_count"}.
 """
@@ -32,8 +34,8 @@ def build(spec: dict) -> messaging.Message:
         if "ttl" in a:
             a["ttl"] = datetime.timedelta(seconds=a["ttl"])
         android = messaging.AndroidConfig(**a)
-    return messaging.Message(token=spec.get("token"), data=spec.get("data"), notification=notification,
-                             android=android)
+    return messaging.Message(token=spec.get("token"), topic=spec.get("topic"), condition=spec.get("condition"),
+                             data=spec.get("data"), notification=notification, android=android)
 
 
 def describe(error: Exception) -> dict:
@@ -43,6 +45,8 @@ def describe(error: Exception) -> dict:
 def main() -> None:
     job = json.load(open(sys.argv[1]))
     messaging._MessagingService.FCM_URL = job["fcm_base"] + "/v1/projects/{0}/messages:send"
+    # The Instance ID API's base, for the topic calls that use it (subscribe_to_topic_legacy).
+    messaging._MessagingService.IID_URL = job["fcm_base"]
     app = firebase_admin.initialize_app(credentials.Certificate(job["credentials"]), name="emulator-test")
     results = []
     try:
@@ -59,6 +63,11 @@ def main() -> None:
                     "success_count": batch.success_count, "failure_count": batch.failure_count,
                     "responses": [{"name": r.message_id} if r.success else describe(r.exception) for r in batch.responses],
                 })
+            elif op["op"] in ("subscribe_legacy", "unsubscribe_legacy"):
+                call = messaging.subscribe_to_topic_legacy if op["op"] == "subscribe_legacy" else messaging.unsubscribe_from_topic_legacy
+                r = call(op["tokens"], op["topic"], app=app)
+                results.append({"success_count": r.success_count, "failure_count": r.failure_count,
+                                "errors": [{"index": e.index, "reason": e.reason} for e in r.errors]})
             else:
                 raise ValueError(f"unknown op {op['op']!r}")
     finally:
