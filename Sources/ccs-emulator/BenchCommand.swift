@@ -23,7 +23,7 @@ struct Bench: AsyncParsableCommand {
             not clean up. POST /emulator/v1/reset on that emulator (or a restart with `serve --reset-state`) \
             empties its store and keeps its CA; an --embedded run's store is deleted after the run.
             """,
-        subcommands: [BenchDownstream.self, BenchUpstream.self, BenchConnections.self, BenchXMPPChat.self])
+        subcommands: [BenchDownstream.self, BenchUpstream.self, BenchConnections.self, BenchXMPPChat.self, BenchTopic.self])
 }
 
 /// Options of every scenario that sends messages (downstream, upstream, xmpp-chat).
