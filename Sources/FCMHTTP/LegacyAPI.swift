@@ -93,6 +93,8 @@ extension FCMHTTPAPI {
             switch caller {
             case .fixed(let s): sender = s
             case .configured(let list): sender = list.first ?? "0"
+            case .tokensOwn where { if case .group = sendRequest.target { true } else { false } }():
+                sender = "0" // device groups are not built: answered 501 below whatever the sender
             case .tokensOwn(let key):
                 // A topic belongs to one sender, and a key names none by itself in permissive mode:
                 // the sender is the one that logged in over CCS (or subscribed tokens) with this key.
