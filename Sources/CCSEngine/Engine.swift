@@ -159,6 +159,7 @@ public final class Engine: Sendable {
         var roundRobin = 0
         /// Tray entries being tapped ("token id"): a second tap of the same one finds nothing.
         var taps: Set<String> = []
+        var groups = DeviceGroupRegistry()
     }
 
     public let configuration: Configuration
@@ -181,6 +182,7 @@ public final class Engine: Sendable {
             s.deviceStates[device.token] = DeviceState(json: device.state)
             s.tokenByDeviceID[device.deviceID] = device.token
         }
+        s.groups = DeviceGroupRegistry(try committer.store.loadDeviceGroups())
         s.lastMicros = try committer.store.largestMessageMicros()
         for record in try committer.store.loadOutbound() {
             s.outboundPending[record.senderID, default: []].append(record)

@@ -13,12 +13,14 @@ struct Device: AsyncParsableCommand {
             Prints one JSON line per event on stdout: registered (token, device_id, …), connected, message \
             (the message as the app sees it; ACKed right after printing), notification (shown in the tray: \
             the app is in the background), deleted_messages, sent / send_error (upstream), state, offline, \
-            uninstalled, disconnected, error.
+            uninstalled, groups, disconnected, error.
 
             Reads JSON-line commands on stdin: {"go":"offline"|"online"|"foreground"|"background"|"idle"|\
             "active"|"uninstall"|"reinstall"}, {"tap":"<message_id>"} (open a notification from the tray), \
             {"upstream":{"data":{…},"message_id":…,"to":…,"time_to_live":…}} (to defaults to the first \
-            sender; while offline up to 20 upstream messages wait and go out on reconnect). End of input: \
+            sender; a device group's notification_key sends to the group's sender; while offline up to 20 \
+            upstream messages wait and go out on reconnect), {"show":"groups"} (the device groups the device \
+            belongs to). End of input: \
             disconnect and exit 0. If the emulator cannot be reached (or --emulator is not its HTTP port), \
             prints one error line and exits 1. See docs/device-protocol.md.
             """)
@@ -222,6 +224,12 @@ struct DeviceSession {
             Self.emit(["event": .string("message"), "message": entry["message"] ?? .null, "opened_from": .string("tray")])
         case .upstream(let fields):
             sendUpstream(fields)
+        case .show("groups"):
+            // The device's own view: the groups it is a member of (any sender), without the others.
+            let device = try await http.getJSON("/emulator/v1/devices/\(token)")
+            Self.emit(["event": .string("groups"), "groups": device["groups"] ?? .array([])])
+        case .show(let other):
+            Self.emit(["event": .string("error"), "error": .string("unknown view \"\(other)\" (groups)")])
         case .invalid(let line):
             Self.emit(["event": .string("error"), "error": .string("not a command: \(line)")])
         }
@@ -264,6 +272,7 @@ enum DeviceCommandLine: Sendable {
     case go(String)
     case tap(String)
     case upstream([String: JSONValue])
+    case show(String)
     case invalid(String)
 }
 
@@ -288,6 +297,8 @@ final class StdinCommands: Sendable {
                     continuation.yield(.tap(id))
                 } else if case .object(let up)? = o["upstream"] {
                     continuation.yield(.upstream(up))
+                } else if case .string(let view)? = o["show"] {
+                    continuation.yield(.show(view))
                 } else {
                     continuation.yield(.invalid(trimmed))
                 }

@@ -114,6 +114,7 @@ func data(_ id: String, to: String, _ extra: (inout DownstreamMessage) -> Void =
 enum Outcome: Equatable {
     case ack(from: String)
     case nack(SendError)
+    case group(GroupSendOutcome)
 }
 
 extension Engine {
@@ -123,6 +124,7 @@ extension Engine {
             switch results[0] {
             case .accepted(let token, _): completion(.ack(from: token))
             case .refused(let error): completion(.nack(error))
+            case .group(let outcome): completion(.group(outcome))
             }
         }
     }
