@@ -166,6 +166,32 @@ import Testing
             #expect(try json(response)["results"] == [["error": "NotRegistered"]])
         }
     }
+
+    @Test func v1ReachesTheGroupByTokenAndThePlainTextFormAnswersLines() async throws {
+        let f = try Fixture()
+        let member = try await f.register()
+        try await f.test { client in
+            let key = try await create(client, "v1", [member])
+            let access = try await f.accessToken(client: client)
+            let bearer: HTTPFields = [.contentType: "application/json", .authorization: "Bearer \(access)"]
+            let body = #"{"message":{"token":"\#(key)","data":{"k":"v"}}}"#
+            let sent = try await post(client, "/v1/projects/123456789/messages:send", body, headers: bearer)
+            #expect(sent.status == .ok)
+            #expect(try json(sent)["name"]?.stringValue?.hasPrefix("projects/123456789/messages/0:") == true)
+            #expect(try f.queue(member).count == 1)
+
+            let form: HTTPFields = [.contentType: "application/x-www-form-urlencoded", .authorization: "key=k"]
+            let text = try await post(client, "/fcm/send", "registration_id=\(key)&data.a=b", headers: form)
+            #expect(String(buffer: text.body) == "success=1\nfailure=0\n")
+
+            // Every member failed: v1 answers the member's error.
+            try await f.engine.uninstall(token: member)
+            let failed = try await post(client, "/v1/projects/123456789/messages:send", body, headers: bearer)
+            #expect(failed.status == .notFound)
+            let lines = try await post(client, "/fcm/send", "registration_id=\(key)&data.a=b", headers: form)
+            #expect(String(buffer: lines.body) == "success=0\nfailure=0\n") // pruned by the v1 send
+        }
+    }
 }
 
 extension Sequence {
