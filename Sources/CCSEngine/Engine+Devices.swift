@@ -56,9 +56,16 @@ extension Engine {
     /// sees changes in the order memory does; then waits for the commit. If it fails, `undo` runs
     /// under the lock and the caller gets `storeFailure`: memory never keeps what the disk refused.
     func change<T: Sendable>(_ body: (inout State) -> Result<Change<T>, DeviceManagementError>) async throws(DeviceManagementError) -> T {
-        let outcome: Result<T, DeviceManagementError> = await withCheckedContinuation {
-            (cont: CheckedContinuation<Result<T, DeviceManagementError>, Never>) in
-            let refusal: DeviceManagementError? = state.withLock { s in
+        try await change(storeFailure: { .storeFailure($0) }, body)
+    }
+
+    /// `change` for commands with their own error type (device groups); `storeFailure` makes one
+    /// from a store error's text.
+    func change<T: Sendable, E: Error & Sendable>(storeFailure: @escaping @Sendable (String) -> E,
+                                                  _ body: (inout State) -> Result<Change<T>, E>) async throws(E) -> T {
+        let outcome: Result<T, E> = await withCheckedContinuation {
+            (cont: CheckedContinuation<Result<T, E>, Never>) in
+            let refusal: E? = state.withLock { s in
                 let change: Change<T>
                 switch body(&s) {
                 case .failure(let error): return error
@@ -71,11 +78,11 @@ extension Engine {
                     }
                     logger.error("a state change could not be stored", metadata: ["error": "\(error)"])
                     state.withLock { change.undo(&$0) }
-                    cont.resume(returning: .failure(.storeFailure("\(error)")))
+                    cont.resume(returning: .failure(storeFailure("\(error)")))
                 }
                 if accepted { return nil }
                 change.undo(&s)
-                return .storeFailure("\(StoreStopped())")
+                return storeFailure("\(StoreStopped())")
             }
             if let refusal { cont.resume(returning: .failure(refusal)) }
         }
@@ -327,14 +334,16 @@ extension Engine {
         return fresh
     }
 
-    /// Forgets every device with its queue, tray and the upstream messages and receipts waiting for app
-    /// servers; device connections close. Senders, app-server connections, the clock and the TLS
+    /// Forgets every device with its queue, tray, device groups and the upstream messages and receipts
+    /// waiting for app servers; device connections close. Senders, app-server connections, the clock and the TLS
     /// material stay. Returns how many devices were removed.
     public func reset() async throws(DeviceManagementError) -> Int {
         let (count, links): (Int, [any DeviceLink]) = try await change { s in
             let before = (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending, s.upstreamIDs, s.topics)
+            let groupsBefore = s.groups
             let links = s.online.values.map(\.link)
             let count = s.devices.count
+            s.groups.removeAll()
             s.devices = [:]
             s.deviceStates = [:]
             s.tokenByDeviceID = [:]
@@ -346,6 +355,7 @@ extension Engine {
             return .success(Change(value: (count, links), ops: [.removeAllDevices], undo: { s in
                 guard s.devices.isEmpty else { return }
                 (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending, s.upstreamIDs, s.topics) = before
+                s.groups = groupsBefore
             }))
         }
         for link in links { link.close() }

@@ -40,7 +40,19 @@ extension Engine {
             completion(.sendError(messageID: messageID, error: "MISSING_TO"))
             return
         }
-        let senderID = String(to.split(separator: "@", maxSplits: 1).first ?? "")
+        // `to` is the sender (`SENDER_ID@gcm.googleapis.com`) or a device group's notification key
+        // (seed 004's `sendMessage:to:…` with a key): then it goes to the group's sender, marked with
+        // the key and the group's name (docs/semantics.md, "Upstream to a device group").
+        var senderID = String(to.split(separator: "@", maxSplits: 1).first ?? "")
+        var group: (key: String, name: String)?
+        if NotificationKey.groupID(of: to) != nil {
+            guard let found = upstreamGroup(key: to, token: token) else {
+                completion(.sendError(messageID: messageID, error: "INVALID_SENDER"))
+                return
+            }
+            senderID = found.sender
+            group = (to, found.name)
+        }
         var timeToLive: Int?
         if let ttlValue = object["time_to_live"], !ttlValue.isNull {
             guard let ttl = ttlValue.intValue, (0...Int64(Message.maximumTimeToLive)).contains(ttl) else {
@@ -71,7 +83,7 @@ extension Engine {
         case .ok(let app): category = app
         }
         let json = OutgoingJSON.upstream(category: category, data: data, messageID: messageID, from: token,
-                                         timeToLive: timeToLive)
+                                         timeToLive: timeToLive, group: group)
         let ttl = Int64(timeToLive ?? Message.maximumTimeToLive)
         let record = OutboundRecord(senderID: senderID, kind: .upstream, messageID: messageID, token: token,
                                     json: json, createdAt: now, expiresAt: now + ttl * 1000)

@@ -5,10 +5,16 @@ import Synchronization
 /// Downstream messages: the one entry every front end calls, the checks, and hand-over or storage.
 extension Engine {
     /// The one entry for downstream messages, whichever API they came in through. `completion` runs
-    /// exactly once, with one result per token of the target (in its order); an acceptance only after
-    /// the message is committed or delivered (or deliberately not stored: dry run, TTL 0).
+    /// exactly once, with one result per token of the target (in its order), or one `.group` result
+    /// for a device group; an acceptance only after the message is committed or delivered (or
+    /// deliberately not stored: dry run, TTL 0).
     public func send(_ request: SendRequest, completion: @escaping @Sendable ([SendResult]) -> Void) {
         switch request.target {
+        case .token(let token) where NotificationKey.groupID(of: token) != nil:
+            // A notification key and a token share `to`; only a string of the key's form is a key
+            // (it never is a token: keys have no instance-id part), and then it is one of this
+            // sender's groups or found nowhere.
+            sendToGroup(request.message, key: token, senderID: request.sender, completion: completion)
         case .token(let token):
             send(request.message, to: token, senderID: request.sender) { completion([$0]) }
         case .tokens(let tokens):
@@ -19,7 +25,7 @@ extension Engine {
         case .topic, .condition:
             fanOut(request.message, target: request.target, senderID: request.sender, completion: completion)
         case .group(let key):
-            completion([.refused(.unsupportedTarget(kind: "device group", target: key))])
+            sendToGroup(request.message, key: key, senderID: request.sender, completion: completion)
         }
     }
 

@@ -160,6 +160,7 @@ public final class Engine: Sendable {
         /// Tray entries being tapped ("token id"): a second tap of the same one finds nothing.
         var taps: Set<String> = []
         var topics = TopicRegistry()
+        var groups = DeviceGroupRegistry()
     }
 
     public let configuration: Configuration
@@ -185,6 +186,7 @@ public final class Engine: Sendable {
         for t in try committer.store.loadSubscriptions() {
             s.topics.add(.init(senderID: t.senderID, name: t.topic), token: t.token, at: t.addedAt)
         }
+        s.groups = DeviceGroupRegistry(try committer.store.loadDeviceGroups())
         s.lastMicros = try committer.store.largestMessageMicros()
         for record in try committer.store.loadOutbound() {
             s.outboundPending[record.senderID, default: []].append(record)

@@ -40,17 +40,40 @@ public enum OutgoingJSON {
         return writer.finished()
     }
 
+    /// The NACK for a device-group message no member took: the usual NACK fields plus the counts
+    /// and `failed_registration_ids` of the ACK, so that the app server learns which members failed
+    /// (clients that do not know the extra fields ignore them).
+    public static func deviceGroupNack(_ nack: Nack, success: Int, failure: Int, failedRegistrationIDs: [String]) -> String {
+        var writer = JSONObjectWriter()
+        writer.add("message_type", "nack")
+        writer.add("message_id", nack.messageID)
+        if let from = nack.from { writer.add("from", from) }
+        writer.add("error", nack.code.rawValue)
+        writer.add("error_description", nack.description)
+        writer.add("success", success)
+        writer.add("failure", failure)
+        writer.add("failed_registration_ids", json: .array(failedRegistrationIDs.map(JSONValue.string)))
+        return writer.finished()
+    }
+
     public static let connectionDraining = #"{"message_type":"control","control_type":"CONNECTION_DRAINING"}"#
 
     /// `{"category":…,"data":{…},"message_id":…,"from":…}` plus `"time_to_live"` when given.
-    /// Data keys are sorted.
-    public static func upstream(category: String, data: [String: String], messageID: String, from: String, timeToLive: Int?) -> String {
+    /// Data keys are sorted. A message the device addressed to a device group also carries
+    /// `"to"` (the key as the device wrote it) and `"notification_key_name"`: a group has many valid
+    /// key encodings, so the name is what an app server can match against what it stored.
+    public static func upstream(category: String, data: [String: String], messageID: String, from: String, timeToLive: Int?,
+                                group: (key: String, name: String)? = nil) -> String {
         var writer = JSONObjectWriter()
         writer.add("category", category)
         writer.add("data", stringMap: data)
         writer.add("message_id", messageID)
         writer.add("from", from)
         if let timeToLive { writer.add("time_to_live", timeToLive) }
+        if let group {
+            writer.add("to", group.key)
+            writer.add("notification_key_name", group.name)
+        }
         return writer.finished()
     }
 

@@ -151,6 +151,27 @@ public struct TrayEntry: Sendable, Equatable {
     }
 }
 
+/// A device group (seed 004): a sender's named set of registration tokens behind one notification
+/// key. The key itself is not stored: it is an encoding of `id` (several encodings are valid).
+public struct DeviceGroupRecord: Sendable, Equatable {
+    /// Random, 32 hex digits; what every notification key of the group encodes.
+    public var id: String
+    public var senderID: String
+    /// `notification_key_name`, unique per sender.
+    public var name: String
+    /// Registration tokens in the order they joined.
+    public var members: [String]
+    public var createdAt: Int64
+
+    public init(id: String, senderID: String, name: String, members: [String], createdAt: Int64) {
+        self.id = id
+        self.senderID = senderID
+        self.name = name
+        self.members = members
+        self.createdAt = createdAt
+    }
+}
+
 /// One change to durable state. A batch of them is applied in one transaction.
 public enum StoreOp: Sendable, Equatable {
     case upsertSender(SenderRecord)
@@ -173,7 +194,12 @@ public enum StoreOp: Sendable, Equatable {
     case removeFromTray(token: String, deviceMessageID: String)
     case clearTray(token: String)
     case setMeta(key: String, value: String)
-    /// Every device with its queue, tray and outbound items (a reset; senders and meta stay).
+    /// Creates a device group or replaces its name and members.
+    case upsertDeviceGroup(DeviceGroupRecord)
+    /// A device group is gone (its last member was removed).
+    case removeDeviceGroup(id: String)
+    /// Every device with its queue, tray, outbound items and device groups (a reset; senders and
+    /// meta stay). Groups go too: their members are tokens that no longer exist.
     case removeAllDevices
     /// Adds the subscriptions not there yet (an existing one keeps its date).
     case subscribe([TopicSubscription])

@@ -128,6 +128,19 @@ public final class Store: Sendable {
                 CREATE INDEX queued_message_by_body ON queued_message(body_id) WHERE body_id IS NOT NULL;
                 """)
         }
+        m.registerMigration("v5: device groups") { db in
+            // Members as a JSON array: a group has at most 20, always read and written whole.
+            try db.execute(sql: """
+                CREATE TABLE device_group (
+                  id TEXT PRIMARY KEY NOT NULL,
+                  sender_id TEXT NOT NULL,
+                  name TEXT NOT NULL,
+                  members TEXT NOT NULL,
+                  created_at INTEGER NOT NULL
+                );
+                CREATE UNIQUE INDEX device_group_by_name ON device_group(sender_id, name);
+                """)
+        }
         return m
     }
 
@@ -229,8 +242,16 @@ public final class Store: Sendable {
             try db.cachedStatement(sql: "DELETE FROM tray WHERE token = ? AND device_message_id = ?").execute(arguments: [token, id])
         case .clearTray(let token):
             try db.cachedStatement(sql: "DELETE FROM tray WHERE token = ?").execute(arguments: [token])
+        case .upsertDeviceGroup(let g):
+            let members = JSONValue.array(g.members.map(JSONValue.string)).encoded()
+            try db.cachedStatement(sql: """
+                INSERT INTO device_group(id, sender_id, name, members, created_at) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT(id) DO UPDATE SET name = excluded.name, members = excluded.members
+                """).execute(arguments: [g.id, g.senderID, g.name, members, g.createdAt])
+        case .removeDeviceGroup(let id):
+            try db.cachedStatement(sql: "DELETE FROM device_group WHERE id = ?").execute(arguments: [id])
         case .removeAllDevices:
-            for table in ["device", "queued_message", "outbound", "tray", "topic_subscription", "message_body"] {
+            for table in ["device", "queued_message", "outbound", "tray", "topic_subscription", "message_body", "device_group"] {
                 try db.execute(sql: "DELETE FROM \(table)")
             }
         case .setMeta(let key, let value):
@@ -318,6 +339,16 @@ public final class Store: Sendable {
                                     senders: senders.split(separator: ",").map(String.init),
                                     createdAt: row[6], status: DeviceStatus(rawValue: row[7]) ?? .uninstalled,
                                     state: row[8], replacedBy: row[9])
+            }
+        }
+    }
+
+    public func loadDeviceGroups() throws -> [DeviceGroupRecord] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT id, sender_id, name, members, created_at FROM device_group ORDER BY created_at, id").map { row in
+                let text: String = row[3]
+                let members = ((try? JSONValue.parse(text))?.arrayValue ?? []).compactMap(\.stringValue)
+                return DeviceGroupRecord(id: row[0], senderID: row[1], name: row[2], members: members, createdAt: row[4])
             }
         }
     }

@@ -46,6 +46,7 @@ public struct FCMHTTPAPI: Sendable {
     public func addRoutes(to router: Router<some RequestContext>) {
         router.post("fcm/send") { request, context in try await self.legacySend(request, context) }
         router.post("gcm/send") { request, context in try await self.legacySend(request, context) }
+        addDeviceGroupRoutes(to: router)
 
         router.post("v1/projects/:project/messages:send") { request, context in
             try await self.v1Send(request, project: try context.parameters.require("project"))
@@ -139,18 +140,21 @@ public struct FCMHTTPAPI: Sendable {
     }
 
     /// The sender of each token, in order. An unknown token gets any sender: the engine refuses it
-    /// before it looks at the sender.
+    /// before it looks at the sender. A device group's notification key in place of a token is sent
+    /// as the group's sender, as a token is sent as its own.
     func senders(for tokens: [String], _ choice: SenderChoice) -> [String] {
         switch choice {
         case .fixed(let sender):
             return Array(repeating: sender, count: tokens.count)
         case .configured(let candidates):
             return tokens.map { token in
-                let own = engine.device(token: token)?.senders ?? []
+                var own = engine.device(token: token)?.senders ?? []
+                if own.isEmpty, let owner = engine.deviceGroupOwner(key: token) { own = [owner] }
                 return own.first(where: candidates.contains) ?? candidates.first ?? "0"
             }
         case .tokensOwn(let key):
             return tokens.map { token in
+                if engine.device(token: token) == nil, let owner = engine.deviceGroupOwner(key: token) { return owner }
                 guard let own = engine.device(token: token)?.senders, let first = own.first else { return "0" }
                 guard own.count > 1, let key else { return first }
                 return own.first { engine.serverKey(ofSender: $0) == key } ?? first

@@ -72,6 +72,9 @@ extension FCMHTTPAPI {
         case .token, .tokens:
             let senders = senders(for: sendRequest.tokens, caller)
             let results = await send(sendRequest.message, tokens: sendRequest.tokens, senders: senders)
+            if case .token = sendRequest.target, case .group(let outcome)? = results.first {
+                return Self.legacyGroupAnswer(outcome, isJSON: isJSON)
+            }
             let shown: [LegacyResult] = zip(results, senders).map { result, sender in
                 switch result {
                 case .accepted(_, let id):
@@ -80,6 +83,10 @@ extension FCMHTTPAPI {
                     return .error(Self.legacyErrorName(error))
                 case .fannedOut:
                     return .error("InternalServerError") // not an answer to a token
+                case .group:
+                    // A key among `registration_ids`: each entry there is a token (FCM took keys in
+                    // `to` or `notification_key` only), and the engine only sends to groups by `to`.
+                    return .error("InvalidRegistration")
                 }
             }
             if isJSON { return Self.legacyJSON(results: shown) }
@@ -88,13 +95,20 @@ extension FCMHTTPAPI {
             case .error(let name)?: return Self.plainText("Error=\(name)")
             case nil: return Self.plainText("Error=MissingRegistration")
             }
-        case .topic, .condition, .group:
+        case .group(let key):
+            // The deprecated `notification_key` field: the same group send as `to` = key.
+            let sender = senders(for: [key], caller)[0]
+            let results = await engineSend(SendRequest(sender: sender, target: .group(key), message: sendRequest.message))
+            switch results.first {
+            case .group(let outcome)?: return Self.legacyGroupAnswer(outcome, isJSON: isJSON)
+            case .refused(let error)?: return Self.legacyJSON(results: [.error(Self.legacyErrorName(error))])
+            case .accepted?, .fannedOut?, nil: return Self.plainText(status: .internalServerError, "InternalServerError")
+            }
+        case .topic, .condition:
             let sender: String
             switch caller {
             case .fixed(let s): sender = s
             case .configured(let list): sender = list.first ?? "0"
-            case .tokensOwn where { if case .group = sendRequest.target { true } else { false } }():
-                sender = "0" // device groups are not built: answered 501 below whatever the sender
             case .tokensOwn(let key):
                 // A topic belongs to one sender, and a key names none by itself in permissive mode:
                 // the sender is the one that logged in over CCS (or subscribed tokens) with this key.
@@ -118,7 +132,7 @@ extension FCMHTTPAPI {
             case .refused(let error)?:
                 return isJSON ? Self.json(.object(["error": .string(Self.legacyErrorName(error))]))
                               : Self.plainText("Error=\(Self.legacyErrorName(error))")
-            case nil:
+            case .group?, nil:
                 return Self.plainText(status: .internalServerError, "InternalServerError")
             }
         }
@@ -143,8 +157,27 @@ extension FCMHTTPAPI {
         case .senderMismatch: return "MismatchSenderId"
         case .packageMismatch: return "InvalidPackageName"
         case .unsupportedTarget, .invalidTopic: return "InvalidParameters"
+        case .groupNotFound: return "NotRegistered"
         case .internalError: return "InternalServerError"
         }
+    }
+
+    /// A device-group send (seed 004): 200 `{"success":n,"failure":m}` plus `failed_registration_ids`
+    /// when a member failed, even when every member did (the counts say so; the app server retries
+    /// with backoff). The plain-text form has no group answer of its own: the same fields as lines.
+    static func legacyGroupAnswer(_ outcome: GroupSendOutcome, isJSON: Bool) -> Response {
+        if !isJSON {
+            var lines = ["success=\(outcome.success)", "failure=\(outcome.failure)"]
+            if outcome.failure > 0 { lines.append("failed_registration_ids=" + outcome.failedRegistrationIDs.joined(separator: ",")) }
+            return plainText(lines.joined(separator: "\n"))
+        }
+        var writer = JSONObjectWriter()
+        writer.add("success", outcome.success)
+        writer.add("failure", outcome.failure)
+        if outcome.failure > 0 {
+            writer.add("failed_registration_ids", json: .array(outcome.failedRegistrationIDs.map(JSONValue.string)))
+        }
+        return json(text: writer.finished())
     }
 
     /// `{"multicast_id":…,"success":n,"failure":n,"canonical_ids":0,"results":[…]}`: all four numbers

@@ -60,6 +60,14 @@ extension FCMHTTPAPI {
             return Self.json(text: writer.finished())
         case .refused(let error):
             throw Self.googleError(error)
+        case .group(let outcome):
+            // v1 has no group target of its own; a notification key in `token` reaches the group
+            // (the engine tells keys from tokens). v1 has no counts to give: a name when a member
+            // took it (or the group is empty), the first member's error when none did.
+            if outcome.allFailed, let first = outcome.failed.first { throw Self.googleError(first.error) }
+            var writer = JSONObjectWriter()
+            writer.add("name", "projects/\(project)/messages/\(shownMessageID(nil, dryRun: send.validateOnly, sender: sender))")
+            return Self.json(text: writer.finished())
         }
     }
 
@@ -76,6 +84,8 @@ extension FCMHTTPAPI {
             return .invalidArgument(
                 "Invalid value at 'message.android.restricted_package_name': the registration token is not for the app \(JSONValue.string(package).encoded())",
                 field: "message.android.restricted_package_name", description: "the token belongs to another app")
+        case .groupNotFound:
+            return .unregistered
         case .unsupportedTarget(let kind, let target):
             return .unimplemented("\(kind) messaging (\(target.prefix(200))) is not supported by the emulator yet")
         case .invalidTopic(let reason):

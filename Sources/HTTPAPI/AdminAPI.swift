@@ -106,6 +106,7 @@ public struct AdminAPI: Sendable {
             var json = self.deviceJSON(device, queued: queue.count, secrets: true)
             if case .object(var fields) = json {
                 fields["queue"] = .array(queue.map(Self.queuedJSON))
+                fields["groups"] = self.deviceGroupsJSON(token: token)
                 json = .object(fields)
             }
             return JSONResponse.make(json)
@@ -126,6 +127,7 @@ public struct AdminAPI: Sendable {
         }
         addDeviceControlRoutes(to: v1)
         addTopicRoutes(to: v1)
+        addDeviceGroupRoutes(to: v1)
         v1.post("connections/:id/drain") { _, context in
             let id = try context.parameters.require("id")
             guard self.engine.drain(connectionID: id) else { throw APIError.notFound("no connection with id \(id)") }

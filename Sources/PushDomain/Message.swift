@@ -91,10 +91,13 @@ public enum SendError: Error, Sendable, Equatable {
     case senderMismatch(token: String, sender: String)
     /// The token's app is not the message's `restricted_package_name`.
     case packageMismatch(token: String, package: String)
-    /// A kind of target the emulator does not serve yet (`device group`).
+    /// A kind of target the emulator does not serve (kept for front ends' exhaustive answers).
     case unsupportedTarget(kind: String, target: String)
     /// A topic name or condition the front end let through but the engine cannot use.
     case invalidTopic(reason: String)
+    /// A notification key of no device group this sender owns (never created, deleted when its last
+    /// member was removed, or another sender's: those are never visible).
+    case groupNotFound(key: String)
     /// The store could not take the message: retry.
     case internalError
 }
@@ -109,6 +112,34 @@ public enum SendResult: Sendable, Equatable {
     /// without subscribers.
     case fannedOut(messageID: Int64)
     case refused(SendError)
+    /// A message to a device group: one answer for the group, counting its members' results.
+    case group(GroupSendOutcome)
+}
+
+/// How a message to a device group went: each member had the message sent to it on its own (its
+/// own TTL, collapse, priority, Doze and limits); this counts the answers (seed 004).
+public struct GroupSendOutcome: Sendable, Equatable {
+    /// The notification key as the app server wrote it (answers echo it in `from`).
+    public var notificationKey: String
+    public var success: Int
+    /// The members whose send failed, in member order, and why.
+    public var failed: [(token: String, error: SendError)]
+
+    public init(notificationKey: String, success: Int, failed: [(token: String, error: SendError)]) {
+        self.notificationKey = notificationKey
+        self.success = success
+        self.failed = failed
+    }
+
+    public var failure: Int { failed.count }
+    public var failedRegistrationIDs: [String] { failed.map(\.token) }
+    /// Every member failed (an empty group has not failed: it answers 0 and 0).
+    public var allFailed: Bool { success == 0 && !failed.isEmpty }
+
+    public static func == (a: GroupSendOutcome, b: GroupSendOutcome) -> Bool {
+        a.notificationKey == b.notificationKey && a.success == b.success
+            && a.failed.map(\.token) == b.failed.map(\.token) && a.failed.map(\.error) == b.failed.map(\.error)
+    }
 }
 
 /// What a front end hands the engine.

@@ -61,6 +61,15 @@ extension XMPPConnectionHandler {
                     handler.writeGCM(OutgoingJSON.ack(messageID: messageID, from: addressee))
                 case .refused(let error):
                     handler.writeGCM(OutgoingJSON.nack(Nack(messageID: messageID, from: addressee, refusal: error)))
+                case .group(let outcome) where outcome.allFailed:
+                    handler.writeGCM(OutgoingJSON.deviceGroupNack(Nack(messageID: messageID, groupOutcome: outcome),
+                                                                  success: outcome.success, failure: outcome.failure,
+                                                                  failedRegistrationIDs: outcome.failedRegistrationIDs))
+                case .group(let outcome):
+                    // At least one member took it, or the group is empty: an ACK with the counts.
+                    handler.writeGCM(OutgoingJSON.deviceGroupAck(messageID: messageID, from: outcome.notificationKey,
+                                                                 success: outcome.success, failure: outcome.failure,
+                                                                 failedRegistrationIDs: outcome.failedRegistrationIDs))
                 }
                 if link.pendingCount == 0 { handler.finishPeerEndedStream() }
             }

@@ -22,8 +22,30 @@ extension Nack {
                       description: "\(kind.prefix(1).uppercased() + kind.dropFirst()) messaging is not supported by this emulator yet")
         case .invalidTopic(let reason):
             self.init(messageID: messageID, from: from, code: .invalidJSON, description: "Invalid topic or condition: \(reason)")
+        case .groupNotFound:
+            self.init(messageID: messageID, from: from, code: .deviceUnregistered,
+                      description: "notification_key not found")
         case .internalError:
             self.init(messageID: messageID, from: from, code: .internalServerError, description: "Internal server error")
         }
+    }
+
+    /// The NACK for a device-group message that no member took (seed 004: "if FCM fails to send to
+    /// every device in the group, the app server receives a NACK"). The code is the emulator's
+    /// choice (docs/semantics.md, "Device groups"): INTERNAL_SERVER_ERROR when any member failed
+    /// for a store error (retrying may work), DEVICE_UNREGISTERED when every member was found
+    /// uninstalled or unknown, BAD_REGISTRATION otherwise (a member of another app or sender).
+    init(messageID: String, groupOutcome outcome: GroupSendOutcome) {
+        let errors = outcome.failed.map(\.error)
+        let code: NackCode
+        if errors.contains(.internalError) {
+            code = .internalServerError
+        } else if errors.allSatisfy({ if case .unregistered = $0 { true } else if case .invalidRegistration = $0 { true } else { false } }) {
+            code = .deviceUnregistered
+        } else {
+            code = .badRegistration
+        }
+        self.init(messageID: messageID, from: outcome.notificationKey, code: code,
+                  description: "Message failed to be sent to every device in the group (\(outcome.failure) of \(outcome.failure))")
     }
 }

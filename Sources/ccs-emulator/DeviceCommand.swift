@@ -13,14 +13,15 @@ struct Device: AsyncParsableCommand {
             Prints one JSON line per event on stdout: registered (token, device_id, …), connected, message \
             (the message as the app sees it; ACKed right after printing), notification (shown in the tray: \
             the app is in the background), deleted_messages, sent / send_error (upstream), state, offline, \
-            uninstalled, disconnected, error.
+            uninstalled, groups, disconnected, error.
 
             Reads JSON-line commands on stdin: {"go":"offline"|"online"|"foreground"|"background"|"idle"|\
             "active"|"uninstall"|"reinstall"}, {"tap":"<message_id>"} (open a notification from the tray), \
             {"upstream":{"data":{…},"message_id":…,"to":…,"time_to_live":…}} (to defaults to the first \
-            sender; while offline up to 20 upstream messages wait and go out on reconnect), \
-            {"subscribe":"<topic>"} / {"unsubscribe":"<topic>"} (as the app's subscribeToTopic; answered \
-            with a subscribed / unsubscribed event). End of input: \
+            sender; a device group's notification_key sends to the group's sender; while offline up to 20 \
+            upstream messages wait and go out on reconnect), {"subscribe":"<topic>"} / {"unsubscribe":"<topic>"} \
+            (as the app's subscribeToTopic; answered with a subscribed / unsubscribed event), {"show":"groups"} \
+            (the device groups the device belongs to). End of input: \
             disconnect and exit 0. If the emulator cannot be reached (or --emulator is not its HTTP port), \
             prints one error line and exits 1. See docs/device-protocol.md.
             """)
@@ -229,6 +230,12 @@ struct DeviceSession {
             let path = "/emulator/v1/devices/\(token)/topics/\(Self.pathSegment(topic))"
             _ = on ? try await http.postJSON(path, .object([:])) : try await http.deleteJSON(path)
             Self.emit(["event": .string(on ? "subscribed" : "unsubscribed"), "topic": .string(topic)])
+        case .show("groups"):
+            // The device's own view: the groups it is a member of (any sender), without the others.
+            let device = try await http.getJSON("/emulator/v1/devices/\(token)")
+            Self.emit(["event": .string("groups"), "groups": device["groups"] ?? .array([])])
+        case .show(let other):
+            Self.emit(["event": .string("error"), "error": .string("unknown view \"\(other)\" (groups)")])
         case .invalid(let line):
             Self.emit(["event": .string("error"), "error": .string("not a command: \(line)")])
         }
@@ -278,6 +285,7 @@ enum DeviceCommandLine: Sendable {
     case upstream([String: JSONValue])
     /// Subscribe (true) or unsubscribe (false).
     case subscribe(String, Bool)
+    case show(String)
     case invalid(String)
 }
 
@@ -306,6 +314,8 @@ final class StdinCommands: Sendable {
                     continuation.yield(.subscribe(topic, true))
                 } else if case .string(let topic)? = o["unsubscribe"] {
                     continuation.yield(.subscribe(topic, false))
+                } else if case .string(let view)? = o["show"] {
+                    continuation.yield(.show(view))
                 } else {
                     continuation.yield(.invalid(trimmed))
                 }

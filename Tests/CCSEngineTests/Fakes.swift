@@ -114,6 +114,7 @@ func data(_ id: String, to: String, _ extra: (inout DownstreamMessage) -> Void =
 enum Outcome: Equatable {
     case ack(from: String)
     case nack(SendError)
+    case group(GroupSendOutcome)
 }
 
 extension Engine {
@@ -124,6 +125,7 @@ extension Engine {
             case .accepted(let token, _): completion(.ack(from: token))
             case .fannedOut: completion(.ack(from: m.to ?? m.condition ?? ""))
             case .refused(let error): completion(.nack(error))
+            case .group(let outcome): completion(.group(outcome))
             }
         }
     }
