@@ -30,16 +30,21 @@ extension Engine {
             }
             return expected == key ? .accepted : .refused(reason: "wrong server key for sender \(senderID) (--auth strict)")
         case .permissive:
-            let now = clock.nowMillis()
-            let new: SenderRecord? = state.withLock { s in
-                if s.senders[senderID] != nil { return nil }
-                let record = SenderRecord(senderID: senderID, serverKey: key, createdAt: now)
-                s.senders[senderID] = record
-                return record
-            }
-            if let new { committer.submit(.upsertSender(new)) }
+            recordSender(senderID, key: key)
             return .accepted
         }
+    }
+
+    /// Permissive mode's provisioning on first use: the first key a sender is seen with is recorded.
+    func recordSender(_ senderID: String, key: String) {
+        let now = clock.nowMillis()
+        let new: SenderRecord? = state.withLock { s in
+            if s.senders[senderID] != nil { return nil }
+            let record = SenderRecord(senderID: senderID, serverKey: key, createdAt: now)
+            s.senders[senderID] = record
+            return record
+        }
+        if let new { committer.submit(.upsertSender(new)) }
     }
 
     /// The server key a sender is known by: the config file's, else the one it first logged in with

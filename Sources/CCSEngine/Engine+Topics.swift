@@ -130,14 +130,7 @@ extension Engine {
     /// that key, as a CCS login would (later legacy topic sends with the key then find it).
     public func provisionSender(_ senderID: String, key: String) {
         guard configuration.authMode == .permissive, Self.isSenderID(senderID), !key.isEmpty else { return }
-        let now = clock.nowMillis()
-        let new: SenderRecord? = state.withLock { s in
-            if s.senders[senderID] != nil { return nil }
-            let record = SenderRecord(senderID: senderID, serverKey: key, createdAt: now)
-            s.senders[senderID] = record
-            return record
-        }
-        if let new { committer.submit(.upsertSender(new)) }
+        recordSender(senderID, key: key)
     }
 
     // MARK: sends
