@@ -59,6 +59,9 @@ public struct FCMHTTPAPI: Sendable {
         for path in ["token", "o/oauth2/token", "oauth2/v4/token"] {
             router.post(RouterPath(path)) { request, _ in try await self.token(request) }
         }
+        // Batches of messages:send (googleapiclient's BatchHttpRequest, older SDKs' send_all).
+        router.post("batch") { request, _ in try await self.batch(request) }
+        router.post("batch/fcm") { request, _ in try await self.batch(request) }
         router.post("emulator/v1/credentials") { request, _ in try await self.issueCredentials(request) }
     }
 
@@ -111,8 +114,8 @@ public struct FCMHTTPAPI: Sendable {
     }
 
     /// The grant behind the request's `Authorization: Bearer …`, or Google's 401.
-    func bearerGrant(_ request: Request) throws(GoogleError) -> AccessGrant {
-        guard let header = request.headers[.authorization] else { throw GoogleError.missingCredentials }
+    func bearerGrant(authorization: String?) throws(GoogleError) -> AccessGrant {
+        guard let header = authorization else { throw GoogleError.missingCredentials }
         let trimmed = header.trimmingCharacters(in: .whitespaces)
         guard trimmed.count > 7, trimmed.prefix(7).lowercased() == "bearer " else { throw GoogleError.missingCredentials }
         let token = trimmed.dropFirst(7).trimmingCharacters(in: .whitespaces)
