@@ -59,8 +59,8 @@ struct Serve: AsyncParsableCommand {
             When every listener is up, prints one JSON line {"event":"ready","ccs_port":…,"device_port":…,\
             "http_port":…,"ca_cert":…,"data_dir":…} on stdout (and writes it to --ready-file), with \
             "https_port" and "proxy_port" when those are served. Without \
-            --tls-cert a development CA and a server certificate for localhost, 127.0.0.1, ::1 and the CCS host \
-            names are created in DATA_DIR/tls and kept; trust DATA_DIR/tls/ca.pem in your client. SIGTERM or \
+            --tls-cert a development CA and a server certificate for localhost, 127.0.0.1, ::1 and the CCS and FCM \
+            host names are created in DATA_DIR/tls and kept; trust DATA_DIR/tls/ca.pem in your client. SIGTERM or \
             SIGINT: CONNECTION_DRAINING to every app server, then a clean exit. One server per data dir: \
             a second one started on the same DATA_DIR refuses to start (DATA_DIR/lock).
             """)
@@ -85,7 +85,7 @@ struct Serve: AsyncParsableCommand {
     var benchRoutes = false
     @Option(help: "permissive: any numeric sender ID with a non-empty key is accepted; strict: only senders from --config.")
     var auth: AuthMode = .permissive
-    @Option(help: "JSON file: {\"senders\":[{\"sender_id\":\"123\",\"server_key\":\"…\"}]}.")
+    @Option(help: "JSON file: {\"senders\":[{\"sender_id\":\"123\",\"server_key\":\"…\",\"project_id\":\"my-project\"}]} (project_id optional).")
     var config: String?
     @Option(help: "PEM certificate chain to serve instead of the development CA's certificate.")
     var tlsCert: String?
