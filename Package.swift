@@ -24,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
+        .package(url: "https://github.com/vapor/multipart-kit.git", from: "4.7.1"),
     ],
     targets: [
         .systemLibrary(name: "CExpat", path: "Sources/CExpat", pkgConfig: "expat",
@@ -62,6 +63,12 @@ let package = Package(
             "PushDomain", "CCSProtocol", "CCSEngine", "GoogleAuth",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "MultipartKit", package: "multipart-kit"),
+        ]),
+        .target(name: "ConnectProxy", dependencies: [
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "DeviceSimulator", dependencies: [
             "XMLStreaming", "CCSProtocol",
@@ -72,7 +79,7 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         .target(name: "CCSEmulator", dependencies: [
-            "XMPPServer", "HTTPAPI", "FCMHTTP", "CCSEngine", "CCSStore", "CCSProtocol",
+            "XMPPServer", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "CCSStore", "CCSProtocol",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -82,6 +89,8 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdCore", package: "hummingbird"),
+            .product(name: "HummingbirdTLS", package: "hummingbird"),
         ]),
         .target(name: "LoadGenerator", dependencies: [
             "CCSProtocol", "DeviceSimulator",
@@ -127,6 +136,12 @@ let package = Package(
             "HTTPAPI", "CCSEngine", "CCSStore", "CCSProtocol",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdTesting", package: "hummingbird"),
+        ]),
+        .testTarget(name: "ConnectProxyTests", dependencies: [
+            "ConnectProxy",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
         .testTarget(name: "GoogleAuthTests", dependencies: [
             "GoogleAuth", "PushDomain",

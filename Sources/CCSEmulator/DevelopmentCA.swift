@@ -9,7 +9,10 @@ public struct DevelopmentCA: Sendable {
     /// Names in the server certificate: the loopback names and every CCS host name real clients dial.
     public static let serverNames = ["localhost", "fcm-xmpp.googleapis.com", "gcm.googleapis.com",
                                      "gcm-xmpp.googleapis.com", "gcm-preprod.googleapis.com",
-                                     "fcm.googleapis.com", "gcm-http.googleapis.com", "iid.googleapis.com"]
+                                     "fcm.googleapis.com", "gcm-http.googleapis.com", "iid.googleapis.com",
+                                     // Proxy mode: the HTTPS hosts an unmodified SDK dials.
+                                     "oauth2.googleapis.com", "iamcredentials.googleapis.com",
+                                     "android.googleapis.com"]
     public static let serverAddresses: [[UInt8]] = [[127, 0, 0, 1], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]]
 
     /// What a CA made here may issue for (NameConstraints, RFC 5280 §4.2.1.10): trusting it must not

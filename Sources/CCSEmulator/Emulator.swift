@@ -1,10 +1,13 @@
 import CCSEngine
 import CCSProtocol
 import CCSStore
+import ConnectProxy
 import Foundation
 import FCMHTTP
 import HTTPAPI
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
 import Logging
 import NIOCore
 import NIOPosix
@@ -30,6 +33,13 @@ public struct EmulatorConfiguration: Sendable {
     public var ccsPort = 5235
     public var devicePort = 5228
     public var httpPort = 8080
+    /// The same HTTP routes over TLS (development-CA certificate); nil: not served.
+    public var httpsPort: Int?
+    /// Proxy mode: an HTTP CONNECT listener tunnelling to the Google hosts the emulator plays; nil: off.
+    public var proxyPort: Int?
+    /// `POST /emulator/bench/noop`: a route that reads its body and answers `{}` without touching the
+    /// engine, so that `bench http-v1` can measure the HTTP server's own ceiling in the same run.
+    public var benchRoutes = false
     public var authMode: AuthMode = .permissive
     /// Path of the JSON configuration file (`{"senders":[{"sender_id":…,"server_key":…}]}`).
     public var configFile: String?
@@ -69,14 +79,20 @@ public final class Emulator: Sendable {
     let channels: [any Channel]
     let httpTask: Task<Void, any Error>
     let http: ServiceGroup
+    /// Bound ports of the optional listeners (nil when not asked for).
+    public let httpsPort: Int?
+    public let proxyPort: Int?
     let ticker: RepeatedTask
     let logger: Logger
     /// Held while this emulator exists; released when it is deallocated (or the process ends).
     let dataDirectoryLock: DataDirectoryLock
 
     private init(engine: Engine, info: EmulatorInfo, group: MultiThreadedEventLoopGroup, channels: [any Channel],
-                 http: ServiceGroup, httpTask: Task<Void, any Error>, logger: Logger, dataDirectoryLock: DataDirectoryLock) {
+                 http: ServiceGroup, httpTask: Task<Void, any Error>, httpsPort: Int?, proxyPort: Int?,
+                 logger: Logger, dataDirectoryLock: DataDirectoryLock) {
         self.dataDirectoryLock = dataDirectoryLock
+        self.httpsPort = httpsPort
+        self.proxyPort = proxyPort
         self.engine = engine
         self.http = http
         // Expiry and ACK timeouts: once a second on the wall clock (the virtual clock also ticks on advance).
@@ -110,6 +126,7 @@ public final class Emulator: Sendable {
         }
 
         var configuredSenders: [String: String] = [:]
+        var projectSenders: [String: String] = [:]
         if let file = config.configFile {
             let senderFile = try SenderFile.load(from: file)
             if config.authMode == .strict && senderFile.senders.isEmpty {
@@ -119,6 +136,7 @@ public final class Emulator: Sendable {
                 logger.warning("\(senderFile.unknownKeyWarning(key))")
             }
             configuredSenders = senderFile.senders
+            projectSenders = senderFile.projects
         } else if config.authMode == .strict {
             throw ConfigurationError("--auth strict needs --config FILE listing at least one sender")
         }
@@ -197,38 +215,82 @@ public final class Emulator: Sendable {
                 ["idle_parsers_released": XMPPListener.idleParsersReleased]
             }).addRoutes(to: router)
             // The FCM HTTP APIs (legacy send, OAuth2, v1) on the same port and the same engine.
-            try FCMHTTPAPI(engine: engine, credentialsDirectory: dataDir + "/credentials").addRoutes(to: router)
-            let (portStream, portContinuation) = AsyncStream.makeStream(of: Int.self)
+            try FCMHTTPAPI(engine: engine, credentialsDirectory: dataDir + "/credentials",
+                           projectSenders: projectSenders).addRoutes(to: router)
+            if config.benchRoutes { BenchRoutes.add(to: router) }
             var httpLogger = logger
             httpLogger.logLevel = max(logger.logLevel, .notice)
-            let app = Application(
-                router: router,
-                configuration: .init(address: .hostname(config.bindHost, port: config.httpPort), serverName: "ccs-emulator"),
-                onServerRunning: { channel in
-                    portContinuation.yield(channel.localAddress?.port ?? 0)
-                    portContinuation.finish()
-                },
-                eventLoopGroupProvider: .shared(group),
-                logger: httpLogger)
+            // One responder for every HTTP listener: plain, TLS, and the proxy's tunnels (which reach TLS).
+            let responder = router.buildResponder()
+            var apps: [any Service] = []
+            var started: [(option: String, port: Int, ports: AsyncStream<Int>)] = []
+            var continuations: [AsyncStream<Int>.Continuation] = []
+            func addApplication(_ server: HTTPServerBuilder, option: String, port: Int) {
+                let (portStream, portContinuation) = AsyncStream.makeStream(of: Int.self)
+                apps.append(Application(
+                    responder: responder, server: server,
+                    configuration: .init(address: .hostname(config.bindHost, port: port), serverName: "ccs-emulator"),
+                    onServerRunning: { channel in
+                        portContinuation.yield(channel.localAddress?.port ?? 0)
+                        portContinuation.finish()
+                    },
+                    eventLoopGroupProvider: .shared(group),
+                    logger: httpLogger))
+                started.append((option, port, portStream))
+                continuations.append(portContinuation)
+            }
+            addApplication(.http1(), option: "--http-port", port: config.httpPort)
+            // Proxy mode tunnels HTTPS to a TLS listener: the --https-port one, or a private one on a free port.
+            if config.httpsPort != nil || config.proxyPort != nil {
+                addApplication(try .tls(.http1(), tlsConfiguration: tlsConfig), option: "--https-port",
+                               port: config.httpsPort ?? 0)
+            }
             // In a service group, so that shutdown is graceful (no cancellation of open connections).
-            let http = ServiceGroup(configuration: .init(services: [app], logger: httpLogger))
+            let http = ServiceGroup(configuration: .init(services: apps, logger: httpLogger))
+            let waiting = continuations
             let httpTask = Task {
                 do { try await http.run() } catch {
-                    portContinuation.finish()
+                    // A listener that could not bind ends the group; nobody may wait for its port.
+                    for c in waiting { c.finish() }
                     throw error
                 }
             }
-            var httpPort: Int?
-            for await p in portStream { httpPort = p }
-            guard let httpPort else {
-                if case .failure(let error) = await httpTask.result {
-                    throw ListenerError(error, option: "--http-port", port: config.httpPort, host: config.bindHost)
+            var bound: [Int] = []
+            for entry in started {
+                var port: Int?
+                for await p in entry.ports { port = p }
+                guard let port else {
+                    if case .failure(let error) = await httpTask.result {
+                        throw ListenerError(error, option: entry.option, port: entry.port, host: config.bindHost)
+                    }
+                    throw ConfigurationError("the HTTP listener (\(entry.option)) did not start")
                 }
-                throw ConfigurationError("the HTTP listener did not start")
+                bound.append(port)
+            }
+            let httpPort = bound[0]
+            let tlsPort = bound.count > 1 ? bound[1] : nil
+
+            var proxyPort: Int?
+            if let requested = config.proxyPort, let tlsPort {
+                let proxy: any Channel
+                do {
+                    proxy = try await ConnectProxyListener.bind(
+                        group: group, host: config.bindHost, port: requested,
+                        routes: try ProxyRoutes.routes(bindHost: config.bindHost, httpsPort: tlsPort,
+                                                       ccsPort: ccs.localAddress?.port ?? 0),
+                        logger: logger)
+                } catch {
+                    await http.triggerGracefulShutdown()
+                    _ = await httpTask.result
+                    throw ListenerError(error, option: "--proxy-port", port: requested, host: config.bindHost)
+                }
+                channels.append(proxy)
+                proxyPort = proxy.localAddress?.port
             }
             let info = ports.withLock { $0.httpPort = httpPort; return $0 }
             return Emulator(engine: engine, info: info, group: group, channels: channels, http: http,
-                            httpTask: httpTask, logger: logger, dataDirectoryLock: lock)
+                            httpTask: httpTask, httpsPort: config.httpsPort == nil ? nil : tlsPort,
+                            proxyPort: proxyPort, logger: logger, dataDirectoryLock: lock)
         } catch {
             for c in channels { try? await c.close() }
             try? await group.shutdownGracefully()
@@ -259,6 +321,8 @@ public final class Emulator: Sendable {
         w.add("ccs_port", info.ccsPort)
         w.add("device_port", info.devicePort)
         w.add("http_port", info.httpPort)
+        if let httpsPort { w.add("https_port", httpsPort) }
+        if let proxyPort { w.add("proxy_port", proxyPort) }
         w.add("ca_cert", info.caCertPath)
         w.add("data_dir", info.dataDir)
         return w.finished()

@@ -1,5 +1,6 @@
 import CCSProtocol
 import Foundation
+import GoogleAuth
 
 /// What `--config` holds, and what to say about it.
 struct SenderFile {
@@ -9,6 +10,9 @@ struct SenderFile {
     var unknownKeys: [String] = []
     var sendersListed = false
     var senders: [String: String] = [:]
+    /// Named projects → sender IDs (`"project_id"` on a sender), so that HTTP v1's
+    /// `projects/NAME/messages:send` sends as that sender.
+    var projects: [String: String] = [:]
 
     init(file: String, foundKeys: [String]) {
         self.file = file
@@ -33,7 +37,7 @@ struct SenderFile {
         return "--auth strict: --config \(file) lists no senders (\(found))"
     }
 
-    /// Reads `{"senders":[{"sender_id":…,"server_key":…}]}`. Every error names the file and says where
+    /// Reads `{"senders":[{"sender_id":…,"server_key":…,"project_id":…}]}` (`project_id` optional). Every error names the file and says where
     /// and what is wrong; keys other than "senders" are returned for a warning (a typo such as
     /// "sender" would otherwise silently configure nothing).
     static func load(from file: String) throws -> SenderFile {
@@ -78,6 +82,24 @@ struct SenderFile {
             }
             guard !key.isEmpty else { throw ConfigurationError("\(place) (sender \(id)): \"server_key\" is empty") }
             result.senders[id] = key
+            switch e["project_id"] {
+            case nil, .null?:
+                break
+            case .string(let project)?:
+                guard ProjectID.isValid(project) else {
+                    throw ConfigurationError("\(place) (sender \(id)): \"project_id\" \(JSONValue.string(String(project.prefix(80))).encoded()) is invalid: \(ProjectID.rule)")
+                }
+                // A project number is the sender ID itself (Google accepts projects/NUMBER/…).
+                if ProjectID.isNumber(project), project != id {
+                    throw ConfigurationError("\(place) (sender \(id)): \"project_id\" \"\(project)\" is a project number, which is the sender ID itself; use a project name, or leave it out")
+                }
+                if let other = result.projects[project], other != id {
+                    throw ConfigurationError("\(place) (sender \(id)): \"project_id\" \"\(project)\" is already sender \(other)'s")
+                }
+                result.projects[project] = id
+            case let other?:
+                throw ConfigurationError("\(place) (sender \(id)): \"project_id\" is \(other.kindDescription), expected a string")
+            }
         }
         return result
     }

@@ -49,6 +49,12 @@ public struct HTTPJSONClient: Sendable {
     }
 
     public func request(_ method: HTTPMethod, _ path: String, json: JSONValue? = nil) async throws -> (status: Int, body: String) {
+        try await request(method, path, body: json?.encoded(), contentType: json == nil ? nil : "application/json")
+    }
+
+    /// Any body and extra headers (an `Authorization`, a form body): what `send --api legacy|v1` needs.
+    public func request(_ method: HTTPMethod, _ path: String, body text: String?, contentType: String?,
+                        headers extra: [(String, String)] = []) async throws -> (status: Int, body: String) {
         let collector = ResponseCollector()
         let channel = try await ClientBootstrap(group: group)
             .connectTimeout(timeout)
@@ -60,10 +66,11 @@ public struct HTTPJSONClient: Sendable {
             }
             .connect(host: host, port: port).get()
         var headers = HTTPHeaders([("Host", "\(host):\(port)"), ("Connection", "close")])
+        for (name, value) in extra { headers.add(name: name, value: value) }
         var body: ByteBuffer?
-        if let json {
-            let buffer = ByteBuffer(string: json.encoded())
-            headers.add(name: "Content-Type", value: "application/json")
+        if let text {
+            let buffer = ByteBuffer(string: text)
+            if let contentType { headers.add(name: "Content-Type", value: contentType) }
             headers.add(name: "Content-Length", value: String(buffer.readableBytes))
             body = buffer
         }

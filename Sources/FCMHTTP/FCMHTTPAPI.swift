@@ -17,6 +17,7 @@ public struct FCMHTTPAPI: Sendable {
     public let keys: ServiceAccountKeyStore
     let tokens: AccessTokenIssuer
     let exchange: TokenExchange
+    let verifiedGrants = AccessGrantCache()
     /// Named projects → sender IDs (the config file's projects). A project number needs no entry.
     let projectSenders: [String: String]
 
@@ -60,6 +61,9 @@ public struct FCMHTTPAPI: Sendable {
         for path in ["token", "o/oauth2/token", "oauth2/v4/token"] {
             router.post(RouterPath(path)) { request, _ in try await self.token(request) }
         }
+        // Batches of messages:send (googleapiclient's BatchHttpRequest, older SDKs' send_all).
+        router.post("batch") { request, _ in try await self.batch(request) }
+        router.post("batch/fcm") { request, _ in try await self.batch(request) }
         router.post("emulator/v1/credentials") { request, _ in try await self.issueCredentials(request) }
         addTopicRoutes(to: router)
     }
@@ -113,13 +117,30 @@ public struct FCMHTTPAPI: Sendable {
     }
 
     /// The grant behind the request's `Authorization: Bearer …`, or Google's 401.
-    func bearerGrant(_ request: Request) throws(GoogleError) -> AccessGrant {
-        guard let header = request.headers[.authorization] else { throw GoogleError.missingCredentials }
-        let trimmed = header.trimmingCharacters(in: .whitespaces)
-        guard trimmed.count > 7, trimmed.prefix(7).lowercased() == "bearer " else { throw GoogleError.missingCredentials }
-        let token = trimmed.dropFirst(7).trimmingCharacters(in: .whitespaces)
-        switch tokens.check(token, nowMillis: engine.clock.nowMillis()) {
-        case .success(let grant): return grant
+    func bearerGrant(authorization: String?) throws(GoogleError) -> AccessGrant {
+        guard let header = authorization else { throw GoogleError.missingCredentials }
+        // Byte-level: Foundation's trimming goes through NSString on Linux, and this runs per request.
+        let bytes = Array(header.utf8)
+        let isSpace = { (b: UInt8) in b == 0x20 || b == 0x09 }
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }),
+              let last = bytes.lastIndex(where: { !isSpace($0) }), last - first + 1 > 7 else {
+            throw GoogleError.missingCredentials
+        }
+        let scheme = bytes[first..<(first + 6)].map { $0 | 0x20 }  // ASCII letters to lower case
+        guard scheme == Array("bearer".utf8), isSpace(bytes[first + 6]) else { throw GoogleError.missingCredentials }
+        guard let start = bytes[(first + 6)...last].firstIndex(where: { !isSpace($0) }) else {
+            throw GoogleError.missingCredentials
+        }
+        let token = String(decoding: bytes[start...last], as: UTF8.self)
+        let now = engine.clock.nowMillis()
+        if let grant = verifiedGrants.grant(for: token) {
+            guard now < grant.expiresAtMillis else { throw GoogleError.invalidCredentials }
+            return grant
+        }
+        switch tokens.check(token, nowMillis: now) {
+        case .success(let grant):
+            verifiedGrants.remember(grant, for: token)
+            return grant
         case .failure: throw GoogleError.invalidCredentials
         }
     }

@@ -186,7 +186,7 @@ extension FCMHTTPAPI {
     // MARK: v1 registrations
 
     private func v1Caller(_ request: Request, project: String) throws(GoogleError) -> SenderChoice {
-        let grant = try bearerGrant(request)
+        let grant = try bearerGrant(authorization: request.headers[.authorization])
         guard grant.mayMessage else { throw GoogleError.permissionDenied("Request had insufficient authentication scopes.") }
         guard ProjectID.isValid(project) else {
             throw GoogleError.notFound("Requested entity was not found: \(JSONValue.string(String(project.prefix(80))).encoded()) is not a project id (\(ProjectID.rule)).")

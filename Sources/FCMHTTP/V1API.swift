@@ -7,7 +7,14 @@ import NIOCore
 /// HTTP v1: `POST /v1/projects/{project}/messages:send` with an access token from `/token`.
 extension FCMHTTPAPI {
     func v1Send(_ request: Request, project: String) async throws -> Response {
-        let grant = try bearerGrant(request)
+        let grant = try bearerGrant(authorization: request.headers[.authorization])
+        try v1Check(grant: grant, project: project)
+        let text = String(buffer: try await request.body.collect(upTo: Self.maximumBodyBytes))
+        return Self.json(text: try await v1Send(project: project, body: text))
+    }
+
+    /// Scope and project checks, before the body is read.
+    func v1Check(grant: AccessGrant, project: String) throws(GoogleError) {
         guard grant.mayMessage else {
             throw GoogleError.permissionDenied("Request had insufficient authentication scopes.")
         }
@@ -20,8 +27,12 @@ extension FCMHTTPAPI {
             throw GoogleError.permissionDenied(
                 "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(project)' (or it may not exist): the access token belongs to project \(tokenProject).")
         }
+    }
 
-        let text = String(buffer: try await request.body.collect(upTo: Self.maximumBodyBytes))
+    /// One `messages:send` once the caller is known to be allowed (`v1Check`): shared by the route
+    /// and by each part of `/batch`. Answers the success body (`{"name":…}`).
+    func v1Send(project: String, body text: String) async throws(GoogleError) -> String {
+        let choice = try senderChoice(project: project).get()
         let body: JSONValue
         do throws(JSONParseError) {
             body = try JSONValue.parse(text)
@@ -52,12 +63,12 @@ extension FCMHTTPAPI {
         case .fannedOut(let number):
             var writer = JSONObjectWriter()
             writer.add("name", "projects/\(project)/messages/\(send.validateOnly ? "fake_message_id" : String(number))")
-            return Self.json(text: writer.finished())
+            return writer.finished()
         case .accepted(_, let id):
             let shown = shownMessageID(id, dryRun: send.validateOnly, sender: sender)
             var writer = JSONObjectWriter()
             writer.add("name", "projects/\(project)/messages/\(shown)")
-            return Self.json(text: writer.finished())
+            return writer.finished()
         case .refused(let error):
             throw Self.googleError(error)
         case .group(let outcome):
@@ -67,7 +78,7 @@ extension FCMHTTPAPI {
             if outcome.allFailed, let first = outcome.failed.first { throw Self.googleError(first.error) }
             var writer = JSONObjectWriter()
             writer.add("name", "projects/\(project)/messages/\(shownMessageID(nil, dryRun: send.validateOnly, sender: sender))")
-            return Self.json(text: writer.finished())
+            return writer.finished()
         }
     }
 

@@ -107,11 +107,33 @@ enum Base64URL {
         return s
     }
 
+    /// Decoded byte by byte: every v1 request decodes its token's two parts, and Foundation's
+    /// string replacing (through NSString on Linux) was a fifth of a v1 send's CPU time.
     static func decode(_ s: some StringProtocol) -> Data? {
-        guard s.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F })
-        else { return nil }
-        var b = s.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while b.utf8.count % 4 != 0 { b += "=" }
-        return Data(base64Encoded: b)
+        var out = [UInt8]()
+        out.reserveCapacity(s.utf8.count * 3 / 4)
+        var accumulator: UInt32 = 0
+        var bits = 0
+        for byte in s.utf8 {
+            let value: UInt32
+            switch byte {
+            case 0x41...0x5A: value = UInt32(byte - 0x41)
+            case 0x61...0x7A: value = UInt32(byte - 0x61 + 26)
+            case 0x30...0x39: value = UInt32(byte - 0x30 + 52)
+            case 0x2D: value = 62
+            case 0x5F: value = 63
+            default: return nil
+            }
+            accumulator = accumulator << 6 | value
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                out.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+                accumulator &= (1 << UInt32(bits)) - 1
+            }
+        }
+        // A lone 6-bit group cannot end a base64 text (RFC 4648 §4), and left-over bits must be zero.
+        if bits >= 6 || accumulator != 0 { return nil }
+        return Data(out)
     }
 }

@@ -295,7 +295,7 @@ class BenchConnection: ChannelInboundHandler {
     private var tlsStarted = false
     private var sessionAdvertised = false
 
-    private func becomeReady() {
+    func becomeReady() {
         guard let context else { return }
         if login.sendPresence { send("<presence/>") }
         phase = .ready

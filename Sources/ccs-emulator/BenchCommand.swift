@@ -12,7 +12,8 @@ struct Bench: AsyncParsableCommand {
         abstract: "Load generator: throughput, latency and server cost of the emulator (and of other XMPP servers).",
         discussion: """
             Scenarios: downstream (app servers → devices), upstream (devices → app servers), connections (idle \
-            authenticated TLS connections: memory and connect rate), xmpp-chat (the same shape against any \
+            authenticated TLS connections: memory and connect rate), http-v1 and http-legacy (the FCM HTTP \
+            APIs → devices, and the HTTP server's no-op ceiling), xmpp-chat (the same shape against any \
             standard XMPP server, e.g. Prosody or ejabberd). `ccs-emulator bench SCENARIO --help` lists a \
             scenario's options and defaults. Closed loop (window always full) unless --rate asks for a fixed \
             schedule. With --server-pid (or --embedded) the result includes the server's CPU seconds per 1000 \
@@ -23,7 +24,8 @@ struct Bench: AsyncParsableCommand {
             not clean up. POST /emulator/v1/reset on that emulator (or a restart with `serve --reset-state`) \
             empties its store and keeps its CA; an --embedded run's store is deleted after the run.
             """,
-        subcommands: [BenchDownstream.self, BenchUpstream.self, BenchConnections.self, BenchXMPPChat.self, BenchTopic.self])
+        subcommands: [BenchDownstream.self, BenchUpstream.self, BenchConnections.self, BenchXMPPChat.self,
+                      BenchHTTPV1.self, BenchHTTPLegacy.self, BenchTopic.self])
 }
 
 /// Options of every scenario that sends messages (downstream, upstream, xmpp-chat).

@@ -57,9 +57,10 @@ struct Serve: AsyncParsableCommand {
         abstract: "Run the emulator.",
         discussion: """
             When every listener is up, prints one JSON line {"event":"ready","ccs_port":…,"device_port":…,\
-            "http_port":…,"ca_cert":…,"data_dir":…} on stdout (and writes it to --ready-file). Without \
-            --tls-cert a development CA and a server certificate for localhost, 127.0.0.1, ::1 and the CCS host \
-            names are created in DATA_DIR/tls and kept; trust DATA_DIR/tls/ca.pem in your client. SIGTERM or \
+            "http_port":…,"ca_cert":…,"data_dir":…} on stdout (and writes it to --ready-file), with \
+            "https_port" and "proxy_port" when those are served. Without \
+            --tls-cert a development CA and a server certificate for localhost, 127.0.0.1, ::1 and the CCS and FCM \
+            host names are created in DATA_DIR/tls and kept; trust DATA_DIR/tls/ca.pem in your client. SIGTERM or \
             SIGINT: CONNECTION_DRAINING to every app server, then a clean exit. One server per data dir: \
             a second one started on the same DATA_DIR refuses to start (DATA_DIR/lock).
             """)
@@ -74,11 +75,17 @@ struct Serve: AsyncParsableCommand {
     var ccsPort = 5235
     @Option(help: "Device channel port for simulated devices (XMPP over direct TLS). 0 picks a free port.")
     var devicePort = 5228
-    @Option(help: "HTTP port (admin API). 0 picks a free port.")
+    @Option(help: "HTTP port (FCM HTTP APIs and admin API). 0 picks a free port.")
     var httpPort = 8080
+    @Option(help: "Also serve the HTTP routes over TLS (development-CA certificate) on this port. 0 picks a free port. Default: not served.")
+    var httpsPort: Int?
+    @Option(help: "Proxy mode: an HTTP CONNECT proxy (HTTPS_PROXY=http://HOST:PORT) that tunnels only to the Google hosts the emulator plays. 0 picks a free port. Default: off.")
+    var proxyPort: Int?
+    @Flag(help: .hidden)
+    var benchRoutes = false
     @Option(help: "permissive: any numeric sender ID with a non-empty key is accepted; strict: only senders from --config.")
     var auth: AuthMode = .permissive
-    @Option(help: "JSON file: {\"senders\":[{\"sender_id\":\"123\",\"server_key\":\"…\"}]}.")
+    @Option(help: "JSON file: {\"senders\":[{\"sender_id\":\"123\",\"server_key\":\"…\",\"project_id\":\"my-project\"}]} (project_id optional).")
     var config: String?
     @Option(help: "PEM certificate chain to serve instead of the development CA's certificate.")
     var tlsCert: String?
@@ -112,7 +119,8 @@ struct Serve: AsyncParsableCommand {
     var logLevel: Logger.Level = .notice
 
     func validate() throws {
-        for (name, port) in [("--ccs-port", ccsPort), ("--device-port", devicePort), ("--http-port", httpPort)]
+        for (name, port) in [("--ccs-port", ccsPort), ("--device-port", devicePort), ("--http-port", httpPort),
+                             ("--https-port", httpsPort ?? 0), ("--proxy-port", proxyPort ?? 0)]
         where !(0...65535).contains(port) {
             throw ValidationError("\(name) must be 0...65535")
         }
@@ -140,6 +148,9 @@ struct Serve: AsyncParsableCommand {
         c.ccsPort = ccsPort
         c.devicePort = devicePort
         c.httpPort = httpPort
+        c.httpsPort = httpsPort
+        c.proxyPort = proxyPort
+        c.benchRoutes = benchRoutes
         c.authMode = auth
         c.configFile = config
         c.tlsCertificatePath = tlsCert

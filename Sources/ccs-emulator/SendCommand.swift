@@ -2,14 +2,20 @@ import ArgumentParser
 import CCSProtocol
 import DeviceSimulator
 import Foundation
+import GoogleAuth
 import NIOCore
 import NIOPosix
 
 extension Priority: ExpressibleByArgument {}
 
+/// Which FCM API `send` speaks.
+enum SendAPI: String, ExpressibleByArgument, CaseIterable {
+    case ccs, legacy, v1
+}
+
 struct Send: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Send one downstream message over CCS, as an app server would, and print the answer.",
+        abstract: "Send one downstream message over CCS, the legacy HTTP API or HTTP v1, as an app server would, and print the answer.",
         discussion: """
             Connects to the CCS port over TLS, logs in with SASL PLAIN as SENDER@gcm.googleapis.com, binds, \
             sends {"to":TOKEN,"message_id":…,…} and prints the ACK or NACK as one JSON line on stdout (the \
@@ -21,8 +27,21 @@ struct Send: AsyncParsableCommand {
             {"error":"…"} on stdout. Upstream messages and other receipts for the sender that arrive \
             meanwhile are left unACKed, so the emulator hands them to the next connection of that sender.
 
+            With --api legacy the same message goes to POST /fcm/send on --emulator (Authorization: \
+            key=--key) and the JSON answer is printed; with --api v1 to POST /v1/projects/P/messages:send \
+            with an access token obtained from --credentials (a service-account file from `ccs-emulator \
+            credentials`; P is its project). Exit status 0 when the message was accepted, 1 when the API \
+            refused it (a legacy result with an error, a v1 error), 2 when no answer came.
+
             Example: ccs-emulator send --to TOKEN --data hello=world --notification title=Hi,body=there
             """)
+
+    @Option(help: "ccs (XMPP on --server), legacy (POST /fcm/send on --emulator) or v1 (messages:send on --emulator with --credentials).")
+    var api: SendAPI = .ccs
+    @Option(help: "The emulator's HTTP base URL, for --api legacy and v1.")
+    var emulator = "http://127.0.0.1:8080"
+    @Option(help: "Service-account file for --api v1 (from `ccs-emulator credentials`).")
+    var credentials: String?
 
     @Option(help: "The registration token to send to.")
     var to: String
@@ -66,6 +85,20 @@ struct Send: AsyncParsableCommand {
             throw ValidationError("--timeout must be a number of seconds from more than 0 to 86400")
         }
         _ = try endpoint()
+        switch api {
+        case .ccs:
+            if credentials != nil { throw ValidationError("--credentials goes with --api v1") }
+        case .legacy, .v1:
+            if waitReceipt { throw ValidationError("--wait-receipt is CCS only: delivery receipts are an XMPP feature") }
+            if messageID != nil { throw ValidationError("--message-id is CCS only: the HTTP APIs choose the id") }
+            if HTTPJSONClient.parseBaseURL(emulator) == nil {
+                throw ValidationError("--emulator must look like http://HOST:PORT (the emulator's --http-port)")
+            }
+            if api == .v1 && credentials == nil {
+                throw ValidationError("--api v1 needs --credentials FILE (make one with `ccs-emulator credentials --project P --out FILE`)")
+            }
+            if api == .legacy && credentials != nil { throw ValidationError("--credentials goes with --api v1") }
+        }
         _ = try dataFields()
         _ = try notificationFields()
     }
@@ -121,7 +154,11 @@ struct Send: AsyncParsableCommand {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let status: Int32
         do {
-            status = try await exchange(group: group)
+            switch api {
+            case .ccs: status = try await exchange(group: group)
+            case .legacy: status = try await sendLegacy(group: group)
+            case .v1: status = try await sendV1(group: group)
+            }
         } catch let failure as SendFailure {
             Output.line(JSONValue.object(["error": .string(failure.text)]).encoded())
             status = 2
@@ -233,6 +270,100 @@ struct Send: AsyncParsableCommand {
         return ""
     }
 
+}
+
+extension Send {
+    private func httpClient(group: any EventLoopGroup) -> HTTPJSONClient {
+        let (host, port) = HTTPJSONClient.parseBaseURL(emulator)!  // checked in validate()
+        var client = HTTPJSONClient(host: host, port: port, group: group)
+        client.timeout = .nanoseconds(Int64(timeout * 1e9))
+        return client
+    }
+
+    private func post(_ client: HTTPJSONClient, _ path: String, body: String, contentType: String,
+                      headers: [(String, String)]) async throws -> (status: Int, body: String) {
+        do {
+            return try await client.request(.POST, path, body: body, contentType: contentType, headers: headers)
+        } catch {
+            throw SendFailure("no answer from \(emulator)\(path): \(ConnectionFailure.describe(error)) (is --emulator the emulator's HTTP port?)")
+        }
+    }
+
+    /// The legacy JSON: `{"to":…,"data":…,"notification":…,"priority":…,"time_to_live":…,"collapse_key":…}`.
+    func legacyBody() throws -> String {
+        var fields: [String: JSONValue] = ["to": .string(to)]
+        if let data = try dataFields() { fields["data"] = .object(data.mapValues { .string($0) }) }
+        if let notification = try notificationFields() { fields["notification"] = notification }
+        if let priority { fields["priority"] = .string(priority.rawValue) }
+        if let ttl { fields["time_to_live"] = .int(Int64(ttl)) }
+        if let collapseKey { fields["collapse_key"] = .string(collapseKey) }
+        return JSONValue.object(fields).encoded()
+    }
+
+    /// The v1 message: `notification` takes title, body and image; the other notification fields
+    /// are Android's (`android.notification`), as in FCM's v1 schema.
+    func v1Body() throws -> String {
+        var message: [String: JSONValue] = ["token": .string(to)]
+        if let data = try dataFields() { message["data"] = .object(data.mapValues { .string($0) }) }
+        var android: [String: JSONValue] = [:]
+        if case .object(let fields)? = try notificationFields() {
+            let common = fields.filter { ["title", "body", "image"].contains($0.key) }
+            let platform = fields.filter { !["title", "body", "image"].contains($0.key) }
+            if !common.isEmpty { message["notification"] = .object(common) }
+            if !platform.isEmpty { android["notification"] = .object(platform) }
+        }
+        if let priority { android["priority"] = .string(priority.rawValue.uppercased()) }
+        if let ttl { android["ttl"] = .string("\(ttl)s") }
+        if let collapseKey { android["collapse_key"] = .string(collapseKey) }
+        if !android.isEmpty { message["android"] = .object(android) }
+        return JSONValue.object(["message": .object(message)]).encoded()
+    }
+
+    func sendLegacy(group: any EventLoopGroup) async throws -> Int32 {
+        let client = httpClient(group: group)
+        let answer = try await post(client, "/fcm/send", body: try legacyBody(), contentType: "application/json",
+                                    headers: [("Authorization", "key=\(key)")])
+        return printed(answer) { json in (json["failure"]?.intValue ?? 1) == 0 }
+    }
+
+    func sendV1(group: any EventLoopGroup) async throws -> Int32 {
+        let path = credentials!  // checked in validate()
+        let account: ServiceAccountAssertion.Account
+        do {
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            account = try ServiceAccountAssertion.Account(file: try JSONValue.parse(text))
+        } catch {
+            throw SendFailure("cannot use --credentials \(path): \(error)")
+        }
+        let client = httpClient(group: group)
+        let assertion: String
+        do {
+            assertion = try await ServiceAccountAssertion.sign(account, nowSeconds: Int(Date().timeIntervalSince1970))
+        } catch {
+            throw SendFailure("--credentials \(path): \(error)")
+        }
+        // The emulator's /token, whatever token_uri the file names (proxy-mode files keep Google's).
+        let token = try await post(client, "/token", body: ServiceAccountAssertion.form(assertion),
+                                   contentType: "application/x-www-form-urlencoded", headers: [])
+        guard token.status == 200, let access = (try? JSONValue.parse(token.body))?["access_token"]?.stringValue else {
+            Output.line(token.body.trimmingCharacters(in: .whitespacesAndNewlines))
+            return 1
+        }
+        let answer = try await post(client, "/v1/projects/\(account.projectID)/messages:send", body: try v1Body(),
+                                    contentType: "application/json", headers: [("Authorization", "Bearer \(access)")])
+        return printed(answer) { _ in answer.status == 200 }
+    }
+
+    /// Prints the answer as one line; 0 if `accepted`, else 1.
+    private func printed(_ answer: (status: Int, body: String), accepted: (JSONValue) -> Bool) -> Int32 {
+        let text = answer.body.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let json = try? JSONValue.parse(text) else {
+            Output.line(JSONValue.object(["status": .int(Int64(answer.status)), "body": .string(text)]).encoded())
+            return 1
+        }
+        Output.line(json.encoded())
+        return answer.status == 200 && accepted(json) ? 0 : 1
+    }
 }
 
 /// No answer from the emulator: printed as `{"error":…}`, exit status 2.

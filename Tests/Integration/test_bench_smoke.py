@@ -92,3 +92,25 @@ def test_unreachable_server_fails_cleanly():
                            "--messages", "1", "--json"], capture_output=True, timeout=RUN_TIMEOUT)
     assert proc.returncode != 0
     assert b"cannot reach the emulator" in proc.stderr, proc.stderr
+
+
+def bench_lines(*args: str) -> list[dict]:
+    """Like bench(), for the HTTP scenarios: the API result, the no-op result and the ratio line."""
+    proc = subprocess.run([emulator_bin(), "bench", *args, "--json"], stdin=subprocess.DEVNULL,
+                          capture_output=True, timeout=RUN_TIMEOUT)
+    out = proc.stdout.decode("utf-8", "replace")
+    assert proc.returncode == 0, f"bench {args} exited {proc.returncode}\n{out[-3000:]}\n{proc.stderr.decode()[-3000:]}"
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("scenario", ["http-v1", "http-legacy"])
+@pytest.mark.parametrize("tls", [False, True])
+def test_http_scenarios_count_exactly(scenario, tls):
+    args = [scenario, "--embedded", "--messages", "120", "--devices", "3", "--connections", "2"]
+    api, noop, ratio = bench_lines(*args, *(["--tls"] if tls else []))
+    assert api["scenario"] == scenario and f" at {'https' if tls else 'http'}://127.0.0.1:" in api["server"], api
+    assert_exact(api, 120)
+    assert noop["scenario"] == "http-noop"
+    c = noop["counts"]
+    assert c["sent"] == c["acked"] == 120 and c["errors"] == 0 and c["delivered"] == 0, noop
+    assert ratio["scenario"] == f"{scenario}-vs-noop" and ratio["ratio"] > 0, ratio

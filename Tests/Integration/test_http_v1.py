@@ -157,3 +157,38 @@ def test_strict_mode_verifies_the_assertion_signature(start_server, tmp_path):
     forged_path.write_text(json.dumps(forged))
     [refused] = firebase(srv, forged_path, [{"op": "send", "message": {"token": token}}], tmp_path)
     assert "error" in refused and "Invalid JWT Signature" in refused["message"], refused
+
+
+def test_named_project_maps_to_its_sender(start_server, devices, tmp_path):
+    """`project_id` on a sender in the config file: projects/NAME/messages:send sends as that sender."""
+    sender = new_sender_id()
+    config = tmp_path / "senders.json"
+    config.write_text(json.dumps({"senders": [{"sender_id": sender, "server_key": "k", "project_id": "demo-project"}]}))
+    srv = start_server(auth="strict", config=config)
+    creds = tmp_path / "sa.json"
+    credentials_file(srv, "demo-project", creds)
+    dev = devices(srv, "com.example.named", [sender])
+    token = dev.expect("registered", timeout=30)["token"]
+    dev.expect("connected", timeout=30)
+    [answer] = firebase(srv, creds, [{"op": "send", "message": {"token": token, "data": {"p": "named"}}}], tmp_path)
+    assert answer.get("name", "").startswith("projects/demo-project/messages/0:"), answer
+    event = dev.expect(lambda e: e.get("event") == "message", timeout=20)
+    assert event["message"]["from"] == sender and event["message"]["data"] == {"p": "named"}, event
+
+    # A name the config file does not list is refused in strict mode.
+    other = tmp_path / "other.json"
+    credentials_file(srv, "other-project", other)
+    [refused] = firebase(srv, other, [{"op": "send", "message": {"token": token}}], tmp_path)
+    assert refused["error"] == "PermissionDeniedError", refused
+
+
+def test_bad_project_id_in_the_config_file_stops_the_server(tmp_path):
+    from ccs_support.server import EmulatorServer
+    import pytest
+
+    config = tmp_path / "senders.json"
+    config.write_text(json.dumps({"senders": [{"sender_id": "42", "server_key": "k", "project_id": "Bad_Name"}]}))
+    srv = EmulatorServer(tmp_path / "data", config=config)
+    with pytest.raises(RuntimeError) as failure:
+        srv.start()
+    assert 'senders[0] (sender 42): "project_id" "Bad_Name" is invalid' in str(failure.value), failure.value

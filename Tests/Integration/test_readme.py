@@ -227,3 +227,48 @@ def test_serve_help_is_current():
     assert proc.returncode == 0, proc
     actual = proc.stdout.decode().rstrip("\n")
     assert actual == documented.rstrip("\n"), "README's `serve --help` block differs from the binary's:\n" + actual
+
+
+def test_admin_sdk_example_both_redirections(tmp_path):
+    """Quick start step 5: v1.py as written, once with the base URL, once through proxy mode."""
+    from ccs_support import get_device, register_device
+    from ccs_support.fcm_http import closed_port
+
+    script = block("# v1.py — run as:", info="python")
+    (tmp_path / "v1.py").write_text(script)
+    srv = EmulatorServer(tmp_path / ".ccs-emulator", log_dir=tmp_path / "logs", extra_args=["--proxy-port", "0"])
+    srv.start()
+    try:
+        token = register_device(srv.http_base, "com.example.readme", ["123456789"])["token"]
+        base_block = block("python v1.py sa.json TOKEN").strip().splitlines()
+        proxy_block = block("python v1.py sa-google.json TOKEN").strip().splitlines()
+        dead = f"http://127.0.0.1:{closed_port()}"
+        runs = [
+            # google-auth's background allowedLocations lookup must fail here rather than leave the machine.
+            (base_block, {"HTTPS_PROXY": dead, "NO_PROXY": "127.0.0.1"}, [("http://127.0.0.1:8080", srv.http_base)]),
+            (proxy_block, {}, [("http://127.0.0.1:3128", f"http://127.0.0.1:{srv.ready['proxy_port']}")]),
+        ]
+        for lines, extra_env, replacements in runs:
+            credentials = substitute(lines[0], ".build/release/ccs-emulator", emulator_bin())
+            credentials += f" --data-dir {srv.data_dir} --emulator {srv.http_base}"
+            proc = subprocess.run(shlex.split(credentials), cwd=tmp_path, capture_output=True, timeout=RUN_TIMEOUT)
+            assert proc.returncode == 0, proc
+            command = substitute(lines[1], "TOKEN", token)
+            for old, new in replacements:
+                command = substitute(command, old, new)
+            words = shlex.split(command)
+            env = dict(os.environ, **extra_env)
+            env.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
+            while "=" in words[0]:
+                name, _, value = words.pop(0).partition("=")
+                env[name] = value
+            assert words[0] == "python", words
+            proc = subprocess.run([sys.executable, *words[1:]], cwd=tmp_path, env=env, capture_output=True,
+                                  timeout=RUN_TIMEOUT)
+            assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-3000:]
+            assert re.fullmatch(r"projects/123456789/messages/0:\d+%[0-9a-f]+", proc.stdout.decode().strip()), proc
+
+        status, device = get_device(srv.http_base, token)
+        assert [q["payload"]["data"] for q in device["queue"]] == [{"hello": "v1"}, {"hello": "v1"}], device
+    finally:
+        srv.stop()

@@ -173,3 +173,42 @@ def test_wait_receipt_gives_up_after_the_timeout(server):
     ack, error = json_lines(proc.stdout)
     assert ack["message_type"] == "ack" and ack["message_id"] == "send-dr-late", ack
     assert error["error"].startswith("no delivery receipt for send-dr-late within 1 s"), error
+
+
+def test_the_same_message_over_each_api(server, tmp_path):
+    """`send --api ccs|legacy|v1`: one message, three APIs, the same stored message."""
+    sender = new_sender_id()
+    token = register_device(server.http_base, "com.example.apis", [sender])["token"]
+    creds = tmp_path / "sa.json"
+    made = run_cli("credentials", "--project", sender, "--data-dir", str(server.data_dir),
+                   "--emulator", server.http_base, "--out", str(creds))
+    assert made.returncode == 0, made
+    fields = ["--to", token, "--data", "k=v", "--priority", "high", "--ttl", "600", "--collapse-key", "ck",
+              "--notification", "title=Hi,body=there"]
+
+    ccs = send(server, *fields, "--sender", sender)
+    assert ccs.returncode == 0 and json_lines(ccs.stdout)[0]["message_type"] == "ack", ccs
+    legacy = run_cli("send", "--api", "legacy", "--emulator", server.http_base, "--key", "k", *fields)
+    assert legacy.returncode == 0, legacy
+    [answer] = json_lines(legacy.stdout)
+    assert answer["success"] == 1 and answer["failure"] == 0 and answer["results"][0]["message_id"].startswith("0:"), answer
+    v1 = run_cli("send", "--api", "v1", "--emulator", server.http_base, "--credentials", str(creds), *fields)
+    assert v1.returncode == 0, v1
+    [answer] = json_lines(v1.stdout)
+    assert answer["name"].startswith(f"projects/{sender}/messages/0:"), answer
+
+    # Collapsed onto one queue entry (same collapse key), stored as each API delivers it.
+    status, device = get_device(server.http_base, token)
+    assert status == 200, device
+    [entry] = device["queue"]
+    assert entry["sender_id"] == sender and entry["priority"] == "high" and entry["time_to_live"] == 600, entry
+    assert entry["payload"]["data"] == {"k": "v"}, entry
+    assert entry["payload"]["notification"] == {"title": "Hi", "body": "there"}, entry
+
+    # Refusals exit 1 with the API's own answer.
+    bad = run_cli("send", "--api", "legacy", "--emulator", server.http_base, "--to", "not-a-token")
+    assert bad.returncode == 1 and json_lines(bad.stdout)[0]["results"] == [{"error": "InvalidRegistration"}], bad
+    bad = run_cli("send", "--api", "v1", "--emulator", server.http_base, "--credentials", str(creds), "--to", "nope")
+    assert bad.returncode == 1 and json_lines(bad.stdout)[0]["error"]["status"] == "INVALID_ARGUMENT", bad
+    usage = run_cli("send", "--api", "v1", "--to", token)
+    assert usage.returncode != 0 and b"--credentials" in usage.stderr, usage

@@ -68,29 +68,40 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-def run_firebase(job: dict, timeout: float = 60.0, workdir: Path | None = None) -> dict:
+def run_firebase(job: dict, timeout: float = 60.0, workdir: Path | None = None,
+                 proxy: str | None = None, ca: str | None = None) -> dict:
     """Runs ccs_support/firebase_driver.py on `job` in a subprocess and returns its JSON answer.
 
     The subprocess gets HTTPS_PROXY pointing at a closed loopback port (NO_PROXY for 127.0.0.1):
     google-auth's background allowedLocations lookup goes to iamcredentials.googleapis.com whatever
-    token_uri says, and must fail here, on this machine, rather than leave it."""
-    driver = Path(__file__).with_name("firebase_driver.py")
+    token_uri says, and must fail here, on this machine, rather than leave it. With `proxy` (the
+    emulator's proxy mode, http://127.0.0.1:PORT) and `ca` (its CA file) every HTTPS request goes
+    there instead, and the CA is the only one trusted."""
+    return run_driver("firebase_driver.py", job, timeout=timeout, workdir=workdir, proxy=proxy, ca=ca)
+
+
+def run_driver(name: str, job: dict, timeout: float = 60.0, workdir: Path | None = None,
+               proxy: str | None = None, ca: str | None = None) -> dict:
+    """Runs ccs_support/NAME on `job` in a subprocess (see run_firebase) and returns its JSON answer."""
+    driver = Path(__file__).with_name(name)
     workdir = Path(workdir) if workdir else Path.cwd()
     job_file = workdir / f"firebase-job-{os.getpid()}-{id(job)}.json"
     job_file.write_text(json.dumps(job))
-    dead = f"http://127.0.0.1:{closed_port()}"
-    env = dict(os.environ, HTTPS_PROXY=dead, https_proxy=dead, NO_PROXY="127.0.0.1,localhost",
+    via = proxy or f"http://127.0.0.1:{closed_port()}"
+    env = dict(os.environ, HTTPS_PROXY=via, https_proxy=via, NO_PROXY="127.0.0.1,localhost",
                no_proxy="127.0.0.1,localhost")
     env.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
+    if ca:
+        env.update(REQUESTS_CA_BUNDLE=ca, SSL_CERT_FILE=ca)
     try:
         proc = subprocess.run([sys.executable, str(driver), str(job_file)], env=env, capture_output=True,
                               timeout=timeout)
     except subprocess.TimeoutExpired as e:
-        raise AssertionError(f"firebase driver did not finish within {timeout}s; "
+        raise AssertionError(f"{name} did not finish within {timeout}s; "
                              f"stderr: {(e.stderr or b'')[-3000:].decode('utf-8', 'replace')}") from None
     out = proc.stdout.decode("utf-8", "replace").strip().splitlines()
     err = proc.stderr.decode("utf-8", "replace")
-    assert proc.returncode == 0 and out, f"firebase driver failed ({proc.returncode}); stderr:\n{err[-4000:]}"
+    assert proc.returncode == 0 and out, f"{name} failed ({proc.returncode}); stderr:\n{err[-4000:]}"
     result: dict[str, Any] = json.loads(out[-1])
     result["stderr"] = err
     return result

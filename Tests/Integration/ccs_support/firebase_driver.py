@@ -1,10 +1,11 @@
 """Runs firebase-admin (unmodified, from PyPI) against the emulator: python firebase_driver.py JOB.json.
 
-JOB: {"credentials": PATH, "fcm_base": "http://127.0.0.1:PORT", "ops": [OP, …]}. The only redirection
+JOB: {"credentials": PATH, "fcm_base": "http://127.0.0.1:PORT" or null, "ops": [OP, …]}. The only redirection
 is the one firebase-admin's own source offers: the class attribute
 `messaging._MessagingService.FCM_URL`, set before the app's messaging service is created; the
 service-account file's `token_uri` (written by `ccs-emulator credentials`) sends google-auth to the
-emulator's /token.
+emulator's /token. With "fcm_base": null nothing is redirected in code: proxy mode (HTTPS_PROXY and
+the CA in REQUESTS_CA_BUNDLE / SSL_CERT_FILE, set by the caller) takes the unmodified SDK there.
 
 OP: {"op": "send", "message": MSG, "dry_run": bool} or {"op": "send_each", "messages": [MSG…], "dry_run": bool}
 or {"op": "subscribe_legacy" | "unsubscribe_legacy", "tokens": [...], "topic": T} (the Instance ID API, whose
@@ -44,9 +45,10 @@ def describe(error: Exception) -> dict:
 
 def main() -> None:
     job = json.load(open(sys.argv[1]))
-    messaging._MessagingService.FCM_URL = job["fcm_base"] + "/v1/projects/{0}/messages:send"
-    # The Instance ID API's base, for the topic calls that use it (subscribe_to_topic_legacy).
-    messaging._MessagingService.IID_URL = job["fcm_base"]
+    if job.get("fcm_base"):  # None: proxy mode, nothing redirected in code
+        messaging._MessagingService.FCM_URL = job["fcm_base"] + "/v1/projects/{0}/messages:send"
+        # The Instance ID API's base, for the topic calls that use it (subscribe_to_topic_legacy).
+        messaging._MessagingService.IID_URL = job["fcm_base"]
     app = firebase_admin.initialize_app(credentials.Certificate(job["credentials"]), name="emulator-test")
     results = []
     try:
