@@ -11,6 +11,7 @@ import requests
 from pyfcm import FCMNotification
 
 from ccs_support import EmulatorServer, get_device, http_json, new_key, new_sender_id, register_device
+from ccs_support.cli import run_cli
 from ccs_support.fcm_http import credentials_file, run_firebase
 from ccs_support.xmpp import gcm_stanza
 
@@ -69,6 +70,37 @@ def test_firebase_admin_subscribes_and_sends_to_a_topic_and_a_condition(server, 
     assert dev.expect(lambda e: e.get("event") in ("subscribed", "message"), timeout=20) == {"event": "subscribed", "topic": "news"}
     _, device = get_device(server.http_base, token)
     assert device["topics"] == {sender: ["news"]}, device
+
+
+def test_firebase_admin_v1_topic_subscriptions_through_the_proxy(start_server, devices, tmp_path):
+    """subscribe_to_topic / unsubscribe_from_topic use the v1 registrations API on a URL fixed in
+    firebase-admin's code: reached with proxy mode, no line of code changed."""
+    srv = start_server(extra_args=["--proxy-port", "0"])
+    sender = new_sender_id()
+    creds = tmp_path / "google-style.json"
+    proc = run_cli("credentials", "--project", sender, "--data-dir", str(srv.data_dir), "--google-token-uri",
+                   "--out", str(creds))
+    assert proc.returncode == 0, proc.stderr
+    dev = devices(srv, "com.example.v1topics", [sender])
+    token = dev.expect("registered", timeout=30)["token"]
+    dev.expect("connected", timeout=30)
+    proxy = dict(proxy=f"http://127.0.0.1:{srv.ready['proxy_port']}", ca=srv.ca_cert)
+
+    sub, sent, unsub, after = run_firebase({"credentials": str(creds), "fcm_base": None, "ops": [
+        {"op": "subscribe", "tokens": [token, "not-a-token"], "topic": "/topics/scores"},
+        {"op": "send", "message": {"topic": "scores", "data": {"goal": "1"}}},
+        {"op": "unsubscribe", "tokens": [token], "topic": "scores"},
+        {"op": "send", "message": {"topic": "scores", "data": {"goal": "2"}}},
+    ]}, workdir=tmp_path, **proxy)["results"]
+    assert sub["success_count"] == 1 and sub["failure_count"] == 1 and sub["errors"][0]["index"] == 1, sub
+    assert unsub == {"success_count": 1, "failure_count": 0, "errors": []}, unsub
+    for answer in (sent, after):
+        assert answer.get("name", "").startswith(f"projects/{sender}/messages/"), answer
+    event = dev.expect(lambda e: e.get("event") == "message", timeout=20)["message"]
+    assert event["from"] == "/topics/scores" and event["data"] == {"goal": "1"}, event
+    # The second send had no subscriber left: nothing else arrives before a later marker message.
+    dev.send({"subscribe": "marker"})
+    assert dev.expect(lambda e: e.get("event") in ("subscribed", "message"), timeout=20)["event"] == "subscribed"
 
 
 def test_pyfcm_topic_and_condition_sends_and_iid_info(server, devices):

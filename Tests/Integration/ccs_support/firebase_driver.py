@@ -8,6 +8,8 @@ emulator's /token. With "fcm_base": null nothing is redirected in code: proxy mo
 the CA in REQUESTS_CA_BUNDLE / SSL_CERT_FILE, set by the caller) takes the unmodified SDK there.
 
 OP: {"op": "send", "message": MSG, "dry_run": bool} or {"op": "send_each", "messages": [MSG…], "dry_run": bool}
+or {"op": "subscribe" | "unsubscribe", "tokens": [...], "topic": T} (the v1 registrations API on
+fcm.googleapis.com: proxy mode only, its URL is fixed when the service is made)
 or {"op": "subscribe_legacy" | "unsubscribe_legacy", "tokens": [...], "topic": T} (the Instance ID API, whose
 base `messaging._MessagingService.IID_URL` is set to the emulator's HTTP port too).
 MSG: {"token" | "topic" | "condition", "data", "notification": {"title", "body"}, "android": {"ttl", "priority", "collapse_key"}}.
@@ -65,8 +67,10 @@ def main() -> None:
                     "success_count": batch.success_count, "failure_count": batch.failure_count,
                     "responses": [{"name": r.message_id} if r.success else describe(r.exception) for r in batch.responses],
                 })
-            elif op["op"] in ("subscribe_legacy", "unsubscribe_legacy"):
-                call = messaging.subscribe_to_topic_legacy if op["op"] == "subscribe_legacy" else messaging.unsubscribe_from_topic_legacy
+            elif op["op"] in ("subscribe", "unsubscribe", "subscribe_legacy", "unsubscribe_legacy"):
+                call = {"subscribe": messaging.subscribe_to_topic, "unsubscribe": messaging.unsubscribe_from_topic,
+                        "subscribe_legacy": messaging.subscribe_to_topic_legacy,
+                        "unsubscribe_legacy": messaging.unsubscribe_from_topic_legacy}[op["op"]]
                 r = call(op["tokens"], op["topic"], app=app)
                 results.append({"success_count": r.success_count, "failure_count": r.failure_count,
                                 "errors": [{"index": e.index, "reason": e.reason} for e in r.errors]})
