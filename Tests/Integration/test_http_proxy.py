@@ -74,12 +74,18 @@ def test_firebase_admin_through_the_proxy_unmodified(start_server, devices, tmp_
     result = run_firebase({"credentials": str(creds), "fcm_base": None, "ops": [
         {"op": "send", "message": {"token": token, "data": {"via": "proxy"}}},
         {"op": "send", "message": {"token": "not-a-token"}},
+        {"op": "send_each", "messages": [{"token": token, "data": {"each": "1"}}, {"token": "not-a-token"}]},
+        {"op": "send", "message": {"token": token, "data": {"dry": "run"}}, "dry_run": True},
     ]}, workdir=tmp_path, proxy=f"http://127.0.0.1:{proxy}", ca=srv.ca_cert)
-    sent, invalid = result["results"]
+    sent, invalid, each, dry = result["results"]
     assert sent.get("name", "").startswith(f"projects/{sender}/messages/0:"), result
     assert invalid["error"] == "InvalidArgumentError", result
-    event = dev.expect(lambda e: e.get("event") == "message", timeout=20)
-    assert event["message"]["data"] == {"via": "proxy"} and event["message"]["from"] == sender, event
+    assert each["success_count"] == 1 and each["failure_count"] == 1, each
+    assert each["responses"][1]["error"] == "InvalidArgumentError", each
+    assert dry == {"name": f"projects/{sender}/messages/fake_message_id"}, dry
+    received = [dev.expect(lambda e: e.get("event") == "message", timeout=20)["message"] for _ in range(2)]
+    assert [m["data"] for m in received] == [{"via": "proxy"}, {"each": "1"}], received
+    assert all(m["from"] == sender for m in received), received
 
 
 def test_proxy_refuses_other_hosts_and_garbage(start_server):
