@@ -45,9 +45,6 @@ struct GoogleError: Error, HTTPResponseError, Equatable {
         GoogleError(status: .serviceUnavailable, rpcStatus: "UNAVAILABLE", message: "The service is currently unavailable.",
                     fcmErrorCode: "UNAVAILABLE", retryAfter: retryAfter)
     }
-    static func unimplemented(_ message: String) -> GoogleError {
-        GoogleError(status: .notImplemented, rpcStatus: "UNIMPLEMENTED", message: message, fcmErrorCode: nil)
-    }
     static func permissionDenied(_ message: String) -> GoogleError {
         GoogleError(status: .forbidden, rpcStatus: "PERMISSION_DENIED", message: message, fcmErrorCode: nil)
     }

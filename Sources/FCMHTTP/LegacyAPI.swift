@@ -123,16 +123,10 @@ extension FCMHTTPAPI {
             case .fannedOut(let number)?:
                 // FCM answers a topic or condition send with a number, not a string.
                 return isJSON ? Self.json(.object(["message_id": .int(number)])) : Self.plainText("id=\(number)")
-            case .accepted(_, let id)?:
-                let number = id.flatMap { Int64($0.dropFirst(2).prefix { $0 != "%" }) } ?? engine.clock.nowMicros()
-                return isJSON ? Self.json(.object(["message_id": .int(number)])) : Self.plainText("id=\(number)")
-            case .refused(.unsupportedTarget(let kind, let target))?:
-                return Self.plainText(status: .notImplemented,
-                    "NotImplemented: \(kind) messaging (\(target.prefix(200))) is not supported by the emulator yet")
             case .refused(let error)?:
                 return isJSON ? Self.json(.object(["error": .string(Self.legacyErrorName(error))]))
                               : Self.plainText("Error=\(Self.legacyErrorName(error))")
-            case .group?, nil:
+            case .accepted?, .group?, nil: // not answers to a topic or condition
                 return Self.plainText(status: .internalServerError, "InternalServerError")
             }
         }
@@ -156,7 +150,7 @@ extension FCMHTTPAPI {
         case .unregistered: return "NotRegistered"
         case .senderMismatch: return "MismatchSenderId"
         case .packageMismatch: return "InvalidPackageName"
-        case .unsupportedTarget, .invalidTopic: return "InvalidParameters"
+        case .invalidTopic: return "InvalidParameters"
         case .groupNotFound: return "NotRegistered"
         case .internalError: return "InternalServerError"
         }

@@ -97,8 +97,6 @@ extension FCMHTTPAPI {
                 field: "message.android.restricted_package_name", description: "the token belongs to another app")
         case .groupNotFound:
             return .unregistered
-        case .unsupportedTarget(let kind, let target):
-            return .unimplemented("\(kind) messaging (\(target.prefix(200))) is not supported by the emulator yet")
         case .invalidTopic(let reason):
             return .invalidArgument("Invalid value at 'message.topic' or 'message.condition': \(reason)",
                                     field: "message.condition", description: reason)

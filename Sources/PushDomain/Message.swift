@@ -91,8 +91,6 @@ public enum SendError: Error, Sendable, Equatable {
     case senderMismatch(token: String, sender: String)
     /// The token's app is not the message's `restricted_package_name`.
     case packageMismatch(token: String, package: String)
-    /// A kind of target the emulator does not serve (kept for front ends' exhaustive answers).
-    case unsupportedTarget(kind: String, target: String)
     /// A topic name or condition the front end let through but the engine cannot use.
     case invalidTopic(reason: String)
     /// A notification key of no device group this sender owns (never created, deleted when its last

@@ -17,9 +17,6 @@ extension Nack {
         case .packageMismatch(_, let package):
             self.init(messageID: messageID, from: from, code: .badRegistration,
                       description: "InvalidPackageName: the token does not belong to package \(package)")
-        case .unsupportedTarget(let kind, _):
-            self.init(messageID: messageID, from: from, code: .badRegistration,
-                      description: "\(kind.prefix(1).uppercased() + kind.dropFirst()) messaging is not supported by this emulator yet")
         case .invalidTopic(let reason):
             self.init(messageID: messageID, from: from, code: .invalidJSON, description: "Invalid topic or condition: \(reason)")
         case .groupNotFound:
