@@ -137,44 +137,46 @@ extension Engine {
 
     /// A message to a topic's subscribers, or to the devices a condition selects, as of now.
     func fanOut(_ message: Message, target: Target, senderID: String, completion: @escaping @Sendable ([SendResult]) -> Void) {
-        let audience: FanOut.Audience, from: String
-        var condition: TopicCondition?
+        enum Audience { case topic(String), condition(TopicCondition) }
+        let who: Audience, from: String
         switch target {
         case .topic(let name):
             guard DownstreamTarget.isValidTopicName(name) else {
                 completion([.refused(.invalidTopic(reason: "topic names match [a-zA-Z0-9-_.~%]{1,\(DownstreamTarget.maximumTopicNameLength)}"))])
                 return
             }
-            audience = .subscribers(senderID: senderID, topic: name)
+            who = .topic(name)
             from = DownstreamTarget.topicPrefix + name
         case .condition(let source):
             do throws(TopicConditionError) {
-                condition = try TopicCondition.parse(source)
+                who = .condition(try TopicCondition.parse(source))
             } catch {
                 completion([.refused(.invalidTopic(reason: error.reason))])
                 return
             }
-            audience = .tokens([])
             // FCM names no topic when a condition matched: the message is from the sender.
             from = senderID
         default:
             preconditionFailure("fanOut is for topics and conditions")
         }
         let now = clock.nowMillis()
-        enum Plan { case answered(SendResult), live([Send], Int64), committing }
+        enum Plan { case dryRun(Int64), live([Send], Int64), committing }
         let plan = state.withLock { s -> Plan in
             let micros = nextMicros(&s)
-            let members: Set<String>
-            if let condition {
+            if message.dryRun { return .dryRun(micros) }
+            // The audience as of now: the store reads a topic's subscribers in the same order of
+            // writes; a condition's matches are chosen here.
+            let members: Set<String>, audience: FanOut.Audience
+            switch who {
+            case .topic(let name):
+                members = s.topics.subscribers(of: .init(senderID: senderID, name: name))
+                audience = .subscribers(senderID: senderID, topic: name)
+            case .condition(let condition):
                 members = Set(s.topics.matches(condition, senderID: senderID) {
                     s.devices.values.filter { $0.status == .active && $0.senders.contains(senderID) }.map(\.token)
                 })
-            } else if case .topic(let name) = target {
-                members = s.topics.subscribers(of: .init(senderID: senderID, name: name))
-            } else {
-                members = []
+                audience = .tokens(Array(members))
             }
-            if message.dryRun { return .answered(.fannedOut(messageID: micros)) }
             let deviceMessageID = DeviceMessageID.make(micros: micros, senderHash: DeviceMessageID.senderHash(senderID))
             let queued = Self.queuedMessage(message, token: "", app: "", senderID: senderID, from: from,
                                             deviceMessageID: deviceMessageID, now: now)
@@ -186,12 +188,11 @@ extension Engine {
                 }
                 return .live(sends, micros)
             }
-            var fanOut = FanOut(audience: audience, message: queued,
+            let fanOut = FanOut(audience: audience, message: queued,
                                 limits: QueueLimits(maxCollapseKeys: configuration.maxCollapseKeys,
                                                     maxNonCollapsible: configuration.maxStoredNonCollapsible,
                                                     overflowNotice: deletedMessagesNotice(token: "", senderID: senderID, now: now)),
                                 collapseKeyIsApp: message.collapseKey == nil && message.isNotification)
-            if condition != nil { fanOut.audience = .tokens(Array(members)) }
             committer.submit(.fanOut(fanOut)) { [self] error in
                 if let error {
                     logger.error("fan-out failed", metadata: ["error": "\(error)"])
@@ -205,7 +206,7 @@ extension Engine {
         }
         switch plan {
         case .committing: break // the commit answers
-        case .answered(let result): completion([result])
+        case .dryRun(let micros): completion([.fannedOut(messageID: micros)])
         case .live(let sends, let micros):
             perform(sends)
             completion([.fannedOut(messageID: micros)])

@@ -75,6 +75,4 @@ struct TopicRegistry {
         }
         return result
     }
-
-    var totalSubscriptions: Int { topicsByToken.values.reduce(0) { $0 + $1.count } }
 }

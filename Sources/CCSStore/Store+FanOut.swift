@@ -7,8 +7,8 @@ import PushDomain
 extension Store {
     static func fanOut(_ f: FanOut, in db: Database) throws {
         let m = f.message
+        // Emptied at the end of every fan-out (a failed one rolls back with its transaction).
         try db.execute(sql: "CREATE TEMP TABLE IF NOT EXISTS fanout_audience(token TEXT PRIMARY KEY NOT NULL) WITHOUT ROWID")
-        try db.execute(sql: "DELETE FROM temp.fanout_audience")
         switch f.audience {
         case .subscribers(let sender, let topic):
             try db.cachedStatement(sql: """

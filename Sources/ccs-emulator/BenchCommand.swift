@@ -153,26 +153,14 @@ private func runCCS(_ options: BenchOptions, json: Bool, _ server: CCSServerChoi
                     _ body: @escaping @Sendable (BenchRunner, CCSTarget) async throws -> BenchResult) async throws {
     var options = options
     let senderID = server.senderID ?? String(UInt64.random(in: 100_000_000_000...999_999_999_999))
-    var embedded: Emulator?
-    var tempDir: String?
+    var embedded: EmbeddedBenchServer?
     let helper = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let target: CCSTarget
     if server.embedded {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-bench-\(UUID().uuidString)").path
-        tempDir = dir
-        var c = EmulatorConfiguration()
-        c.dataDirectory = dir
-        c.ccsPort = 0
-        c.devicePort = 0
-        c.httpPort = 0
-        c.maxConnectionsPerSender = max(1000, options.connections)
-        // Critical only: the emulator's own shutdown noise would interleave with the result.
-        let logger = makeLogger("ccs-emulator", level: .critical)
-        let emulator = try await Emulator.start(c, logger: logger)
-        embedded = emulator
-        let i = emulator.info
-        target = CCSTarget(host: "127.0.0.1", ccsPort: i.ccsPort, devicePort: i.devicePort, httpPort: i.httpPort,
-                           caPEM: i.caCertPEM, senderID: senderID, serverKey: server.serverKey)
+        let connections = options.connections
+        let started = try await EmbeddedBenchServer.start { $0.maxConnectionsPerSender = max(1000, connections) }
+        embedded = started
+        target = started.target(senderID: senderID, serverKey: server.serverKey)
         options.serverPID = getpid()
         options.serverIsThisProcess = true
     } else {
@@ -193,9 +181,39 @@ private func runCCS(_ options: BenchOptions, json: Bool, _ server: CCSServerChoi
     let outcome: Result<BenchResult, any Error>
     do { outcome = .success(try await body(runner, target)) } catch { outcome = .failure(error) }
     await runner.shutdown()
-    if let embedded { await embedded.shutdown() }
-    if let tempDir { try? FileManager.default.removeItem(atPath: tempDir) }
+    await embedded?.stop()
     try print(result: outcome.get(), json: json)
+}
+
+/// An emulator in this process for a bench run (`--embedded`), on a temporary data directory that
+/// `stop` deletes.
+struct EmbeddedBenchServer {
+    let emulator: Emulator
+    let directory: String
+
+    static func start(_ configure: (inout EmulatorConfiguration) -> Void) async throws -> EmbeddedBenchServer {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-bench-\(UUID().uuidString)").path
+        var c = EmulatorConfiguration()
+        c.dataDirectory = dir
+        c.ccsPort = 0
+        c.devicePort = 0
+        c.httpPort = 0
+        configure(&c)
+        // Critical only: the emulator's own shutdown noise would interleave with the result.
+        let emulator = try await Emulator.start(c, logger: makeLogger("ccs-emulator", level: .critical))
+        return EmbeddedBenchServer(emulator: emulator, directory: dir)
+    }
+
+    func target(senderID: String, serverKey: String) -> CCSTarget {
+        let i = emulator.info
+        return CCSTarget(host: "127.0.0.1", ccsPort: i.ccsPort, devicePort: i.devicePort, httpPort: i.httpPort,
+                         caPEM: i.caCertPEM, senderID: senderID, serverKey: serverKey)
+    }
+
+    func stop() async {
+        await emulator.shutdown()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
 }
 
 private func runXMPP(_ options: BenchOptions, json: Bool,

@@ -78,27 +78,19 @@ private func runHTTP(api: HTTPBenchAPI, _ http: HTTPBenchOptions, _ server: CCSS
     options.window = http.pipeline
     let senderID = server.senderID ?? String(UInt64.random(in: 100_000_000_000...999_999_999_999))
     let helper = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-    var embedded: Emulator?
-    var tempDir: String?
+    var embedded: EmbeddedBenchServer?
     let target: CCSTarget
     var httpsPort = http.httpsPort
     do {
         if server.embedded {
-            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-bench-\(UUID().uuidString)").path
-            tempDir = dir
-            var c = EmulatorConfiguration()
-            c.dataDirectory = dir
-            c.ccsPort = 0
-            c.devicePort = 0
-            c.httpPort = 0
-            if http.tls { c.httpsPort = 0 }
-            c.benchRoutes = true
-            let emulator = try await Emulator.start(c, logger: makeLogger("ccs-emulator", level: .critical))
-            embedded = emulator
-            let i = emulator.info
-            httpsPort = emulator.httpsPort
-            target = CCSTarget(host: "127.0.0.1", ccsPort: i.ccsPort, devicePort: i.devicePort, httpPort: i.httpPort,
-                               caPEM: i.caCertPEM, senderID: senderID, serverKey: server.serverKey)
+            let tls = http.tls
+            let started = try await EmbeddedBenchServer.start { c in
+                if tls { c.httpsPort = 0 }
+                c.benchRoutes = true
+            }
+            embedded = started
+            httpsPort = started.emulator.httpsPort
+            target = started.target(senderID: senderID, serverKey: server.serverKey)
             options.serverPID = getpid()
             options.serverIsThisProcess = true
         } else {
@@ -138,13 +130,11 @@ private func runHTTP(api: HTTPBenchAPI, _ http: HTTPBenchOptions, _ server: CCSS
         }
     } catch {
         try? await helper.shutdownGracefully()
-        if let embedded { await embedded.shutdown() }
-        if let tempDir { try? FileManager.default.removeItem(atPath: tempDir) }
+        await embedded?.stop()
         throw error
     }
     try? await helper.shutdownGracefully()
-    if let embedded { await embedded.shutdown() }
-    if let tempDir { try? FileManager.default.removeItem(atPath: tempDir) }
+    await embedded?.stop()
 }
 
 /// A service-account file from the emulator, and an access token for it, as an admin SDK gets one.
