@@ -109,7 +109,7 @@ let package = Package(
         ]),
         .testTarget(name: "XMLStreamingTests", dependencies: ["XMLStreaming"]),
         .testTarget(name: "CCSProtocolTests", dependencies: ["CCSProtocol"]),
-        .testTarget(name: "CCSStoreTests", dependencies: ["CCSStore", "PushDomain"]),
+        .testTarget(name: "CCSStoreTests", dependencies: ["CCSStore", "PushDomain", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "CCSEngineTests", dependencies: ["CCSEngine", "CCSStore", "CCSProtocol"]),
         .testTarget(name: "LoadGeneratorTests", dependencies: [
             "LoadGenerator",

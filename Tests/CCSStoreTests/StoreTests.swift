@@ -4,10 +4,18 @@ import Foundation
 import Synchronization
 import Testing
 
-func temporaryStore() throws -> Store {
+func temporaryStore(devices tokens: [String] = ["t", "u", "h", "bad"]) throws -> Store {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-store-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-    return try Store(path: dir.appendingPathComponent("db.sqlite").path, durability: .normal)
+    let store = try Store(path: dir.appendingPathComponent("db.sqlite").path, durability: .normal)
+    // Messages are stored for registered devices only.
+    try store.apply(tokens.map { .upsertDevice(device($0)) })
+    return store
+}
+
+func device(_ token: String) -> DeviceRecord {
+    DeviceRecord(token: token, deviceID: "id-\(token)", secret: "s", app: "a", platform: .android, senders: ["1"],
+                 createdAt: 1, state: #"{"foreground":true,"idle":false}"#)
 }
 
 func message(_ token: String, _ id: String, collapseKey: String? = nil, expiresAt: Int64 = 10_000,
@@ -128,8 +136,16 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         #expect(throws: InjectedStoreFailure.self) { try store.apply([.enqueue(message("bad", "e"), limits: nil)]) }
     }
 
+    @Test func aMessageForATokenWithoutADeviceIsRefusedAndStoresNothing() throws {
+        let store = try temporaryStore(devices: ["t"])
+        #expect(throws: UnknownDevice.self) {
+            try store.apply([.enqueue(message("t", "a"), limits: nil), .enqueue(message("nobody", "b"), limits: nil)])
+        }
+        #expect(try store.queuedMessages(token: "t").isEmpty)  // the batch rolled back as a whole
+    }
+
     @Test func theReinstallMarkerRoundTripsBesideTheState() throws {
-        let store = try temporaryStore()
+        let store = try temporaryStore(devices: [])
         let device = DeviceRecord(token: "t", deviceID: "d", secret: "s", app: "a", platform: .android,
                                   senders: ["1"], createdAt: 1, status: .uninstalled,
                                   state: #"{"foreground":false,"idle":false}"#, replacedBy: "t2")
