@@ -229,10 +229,11 @@ public struct TopicSubscription: Sendable, Equatable {
 public struct FanOut: Sendable, Equatable {
     /// Who gets it, as of the send.
     public enum Audience: Sendable, Equatable {
-        /// The topic's subscribers, read in the same transaction: the subscription writes submitted
-        /// before this one are in it, later ones are not (the writer keeps submission order).
+        /// The topic's subscribers (active devices: an uninstall removes its subscriptions), read in
+        /// the same transaction: the subscription writes submitted before this one are in it, later
+        /// ones are not (the writer keeps submission order).
         case subscribers(senderID: String, topic: String)
-        /// Tokens chosen by the engine (a condition's matches).
+        /// Tokens chosen by the engine (a condition's matches): active devices only.
         case tokens([String])
     }
 

@@ -56,18 +56,29 @@ extension Store {
         try db.cachedStatement(sql: "INSERT INTO message_body(payload, platform_blocks, expires_at) VALUES (?, ?, ?)")
             .execute(arguments: [m.payload, m.platformBlocks, m.expiresAt])
         let body = db.lastInsertedRowID
-        // CROSS JOIN keeps the audience as the outer loop (SQLite would otherwise scan `device`,
-        // in registration order, and insert at random places of the indexes).
-        try db.cachedStatement(sql: """
-            INSERT OR REPLACE INTO queued_message(device_key, device_message_id, sender_id, app_message_id,
-              collapse_key, priority, ttl, enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload,
-              body_id)
-            SELECT a.device_key, ?, ?, ?, CASE WHEN ? THEN d.app ELSE ? END, ?, ?, ?, ?, ?, ?, ?, ?, '', ?
-            FROM temp.fanout_devices a CROSS JOIN device d ON d.device_key = a.device_key AND d.status = 'active'
-            """).execute(arguments: [m.deviceMessageID, m.senderID, m.appMessageID, f.collapseKeyIsApp, m.collapseKey,
-                             m.priority, m.timeToLive, m.enqueuedAt, m.expiresAt,
-                             m.deliveryReceiptRequested ? 1 : 0, m.delayWhileIdle ? 1 : 0,
-                             m.isNotification ? 1 : 0, m.kind.rawValue, body])
+        let arguments: StatementArguments = [m.deviceMessageID, m.senderID, m.appMessageID, m.priority, m.timeToLive,
+                                             m.enqueuedAt, m.expiresAt, m.deliveryReceiptRequested ? 1 : 0,
+                                             m.delayWhileIdle ? 1 : 0, m.isNotification ? 1 : 0, m.kind.rawValue, body]
+        if f.collapseKeyIsApp {
+            // Each device's app is its key. CROSS JOIN keeps the audience as the outer loop (SQLite
+            // would otherwise scan `device` in registration order and insert at random places).
+            try db.cachedStatement(sql: """
+                INSERT OR REPLACE INTO queued_message(device_key, device_message_id, sender_id, app_message_id,
+                  priority, ttl, enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload,
+                  body_id, collapse_key)
+                SELECT a.device_key, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, d.app
+                FROM temp.fanout_devices a CROSS JOIN device d ON d.device_key = a.device_key
+                """).execute(arguments: arguments)
+        } else {
+            // The audience holds active devices only (an uninstall removes the subscriptions; a
+            // condition's matches are active devices), so no join with `device` is needed.
+            try db.cachedStatement(sql: """
+                INSERT OR REPLACE INTO queued_message(device_key, device_message_id, sender_id, app_message_id,
+                  priority, ttl, enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload,
+                  body_id, collapse_key)
+                SELECT device_key, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ? FROM temp.fanout_devices
+                """).execute(arguments: arguments + [m.collapseKey])
+        }
         if collapsible {
             let crowded = try Int64.fetchAll(db.cachedStatement(sql: """
                 SELECT q.device_key FROM temp.fanout_devices a JOIN queued_message q ON q.device_key = a.device_key
