@@ -18,7 +18,8 @@ struct BenchTopic: AsyncParsableCommand {
         abstract: "One send to a topic with S subscribers, O of them online, in process (engine and durable store as shipped).",
         discussion: """
             Registers --subscribers devices and subscribes them (not measured), connects --online of them \
-            through in-process device links, then sends one message to the topic and prints: the time until \
+            through in-process device links, then sends one message to the topic (a data message without a \
+            collapse key; --notification: a notification) and prints: the time until \
             the fan-out is committed (the moment an app server would get its ACK), device-messages per second, \
             the time until the last online subscriber has it, and the RSS growth during the fan-out. The \
             store is a temporary SQLite database with synchronous=FULL (--durability normal: NORMAL), deleted \
@@ -33,6 +34,9 @@ struct BenchTopic: AsyncParsableCommand {
 
     @Option(help: "Store durability: full (as shipped) or normal.")
     var durability: Store.Durability = .full
+
+    @Flag(help: "Send a notification without a collapse key (it collapses under each device's app, FCM's rule) instead of a data message.")
+    var notification = false
 
     @Flag(help: "Print one JSON object instead of text.")
     var json = false
@@ -79,7 +83,10 @@ struct BenchTopic: AsyncParsableCommand {
         let start = ContinuousClock.now
         let result: SendResult = await withCheckedContinuation { c in
             engine.send(SendRequest(sender: sender, target: .topic("bench"),
-                                    message: Message(messageID: "bench-1", data: ["k": "v"]))) { c.resume(returning: $0[0]) }
+                                    message: Message(messageID: "bench-1", data: ["k": "v"],
+                                                     notification: notification ? .object(["title": .string("bench")]) : nil))) {
+                c.resume(returning: $0[0])
+            }
         }
         let committed = ContinuousClock.now - start
         guard case .fannedOut = result else { throw ValidationError("the send was refused: \(result)") }
@@ -91,7 +98,7 @@ struct BenchTopic: AsyncParsableCommand {
 
         let commitSeconds = Self.seconds(committed)
         let figures: [String: Any] = [
-            "scenario": "topic", "subscribers": subscribers, "online": online, "durability": durability.rawValue,
+            "scenario": "topic", "message": notification ? "notification" : "data", "subscribers": subscribers, "online": online, "durability": durability.rawValue,
             "setup_seconds": setupSeconds, "fan_out_committed_seconds": commitSeconds,
             "device_messages_per_second": Double(subscribers) / max(commitSeconds, 1e-9),
             "last_online_device_ms": lastOnline.map { Self.seconds($0) * 1000 } as Any,
@@ -102,7 +109,7 @@ struct BenchTopic: AsyncParsableCommand {
             let data = try JSONSerialization.data(withJSONObject: figures.filter { !($0.value is NSNull) }, options: [.sortedKeys])
             print(String(decoding: data, as: UTF8.self))
         } else {
-            print("topic fan-out: \(subscribers) subscribers, \(online) online, durability \(durability.rawValue)")
+            print("topic fan-out: \(subscribers) subscribers, \(online) online, durability \(durability.rawValue), \(notification ? "notification" : "data message")")
             print(String(format: "  committed after     %.3f s  (%.0f device-messages/s)", commitSeconds, Double(subscribers) / max(commitSeconds, 1e-9)))
             if let lastOnline { print(String(format: "  last online device  %.1f ms after the send", Self.seconds(lastOnline) * 1000)) }
             print(String(format: "  RSS growth          %.1f MB during the fan-out", Double(peak.load(ordering: .relaxed) - rssBefore) / 1_048_576))
