@@ -31,13 +31,14 @@ let package = Package(
                        providers: [.apt(["libexpat1-dev"])]),
         .target(name: "XMLStreaming", dependencies: ["CExpat"]),
         .target(name: "PushDomain"),
+        .target(name: "PlatformRendering", dependencies: ["PushDomain"]),
         .target(name: "CCSProtocol", dependencies: ["PushDomain"]),
         .target(name: "CCSStore", dependencies: [
             "PushDomain",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .target(name: "CCSEngine", dependencies: [
-            "PushDomain", "CCSProtocol", "CCSStore",
+            "PushDomain", "CCSProtocol", "CCSStore", "PlatformRendering",
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -108,6 +109,7 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
         .testTarget(name: "XMLStreamingTests", dependencies: ["XMLStreaming"]),
+        .testTarget(name: "PlatformRenderingTests", dependencies: ["PlatformRendering", "PushDomain"]),
         .testTarget(name: "CCSProtocolTests", dependencies: ["CCSProtocol"]),
         .testTarget(name: "CCSStoreTests", dependencies: ["CCSStore", "PushDomain"]),
         .testTarget(name: "CCSEngineTests", dependencies: ["CCSEngine", "CCSStore", "CCSProtocol"]),

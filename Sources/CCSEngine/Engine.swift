@@ -204,14 +204,20 @@ public final class Engine: Sendable {
     // MARK: effects outside the lock
 
     enum Send {
-        case device(any DeviceLink, [DeviceDelivery])
+        /// Rendered for the device's platform on the way out, outside the lock.
+        case device(any DeviceLink, [DeviceDelivery], Platform, app: String)
         case appServer(any AppServerLink, [OutboundMessage])
     }
 
     func perform(_ sends: [Send]) {
         for send in sends {
             switch send {
-            case .device(let link, let deliveries): link.deliver(deliveries)
+            case .device(let link, var deliveries, let platform, let app):
+                for i in deliveries.indices {
+                    deliveries[i].view = Self.platformView(of: deliveries[i].message, platform: platform, app: app,
+                                                   appInBackground: deliveries[i].toTray)
+                }
+                link.deliver(deliveries)
             case .appServer(let link, let messages): link.sendOutbound(messages)
             }
         }

@@ -35,6 +35,11 @@ public struct Message: Sendable, Equatable {
     public var android: JSONValue?
     public var apns: JSONValue?
     public var webpush: JSONValue?
+    /// HTTP v1's cross-platform `message.notification` / `message.data` as sent, kept only where
+    /// `android`'s overrides changed them (`notification` and `data` above are what Android shows):
+    /// iOS and web render from these, with their own block laid over.
+    public var sharedNotification: JSONValue?
+    public var sharedData: [String: String]?
 
     public init(messageID: String, collapseKey: String? = nil, priority: Priority? = nil,
                 contentAvailable: Bool? = nil, mutableContent: Bool? = nil, timeToLive: Int = Message.maximumTimeToLive,
