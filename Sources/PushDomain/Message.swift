@@ -101,6 +101,9 @@ public enum SendError: Error, Sendable, Equatable {
     /// A notification key of no device group this sender owns (never created, deleted when its last
     /// member was removed, or another sender's: those are never visible).
     case groupNotFound(key: String)
+    /// Rendered for the token's iOS device, the APNs payload is over APNs's 4096 bytes
+    /// (docs/platforms.md).
+    case messageTooBig(token: String, bytes: Int)
     /// The store could not take the message: retry.
     case internalError
 }
