@@ -139,6 +139,9 @@ public final class NotificationImageLoader: Sendable {
             return progress.outcome(shown: false, reason: "timeout")
         } catch let stop as Stop {
             return progress.outcome(shown: false, reason: stop.reason)
+        } catch let error as HTTPClientError where [.deadlineExceeded, .readTimeout, .connectTimeout].contains(error) {
+            // The client's own deadline (the same limit) may come first.
+            return progress.outcome(shown: false, reason: "timeout")
         } catch {
             return progress.outcome(shown: false, reason: "connection")
         }
