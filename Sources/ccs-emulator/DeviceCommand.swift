@@ -30,7 +30,7 @@ struct Device: AsyncParsableCommand {
 
     @Option(help: "The emulator's HTTP base URL: its --http-port, not the CCS or device port.")
     var emulator = "http://127.0.0.1:8080"
-    @Option(help: "The app's package name (not needed with --token).")
+    @Option(help: "The app's package name, iOS bundle id or web app id (not needed with --token).")
     var app: String?
     @Option(name: .customLong("sender"), help: "A sender ID the app registers for (repeat for several, up to 100).")
     var senders: [String] = []
