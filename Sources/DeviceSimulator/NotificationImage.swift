@@ -53,7 +53,7 @@ public struct ImageRules: Sendable, Equatable {
     }
 
     /// Whether the platform shows what arrived.
-    func shows(_ body: ByteBuffer, contentType: String?) -> Bool {
+    public func shows(_ body: ByteBuffer, contentType: String?) -> Bool {
         let type = contentType?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
         switch check {
         case .decodableBytes: return Self.looksLikeImage(body)
@@ -65,6 +65,15 @@ public struct ImageRules: Sendable, Equatable {
 
 /// What became of a notification's image: the `image` object of the device's event.
 public struct ImageOutcome: Sendable, Equatable {
+    public init(url: String, status: Int?, bytes: Int, contentType: String?, shown: Bool, reason: String?) {
+        self.url = url
+        self.status = status
+        self.bytes = bytes
+        self.contentType = contentType
+        self.shown = shown
+        self.reason = reason
+    }
+
     public var url: String
     /// The HTTP status, nil when no answer came (time limit, connection failure, not fetched).
     public var status: Int?
