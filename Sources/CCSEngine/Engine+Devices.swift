@@ -180,7 +180,8 @@ extension Engine {
             s.online[token]?.inFlight[m.deviceMessageID] = InFlightDownstream(message: m, toTray: d.toTray, early: early)
             deliveries.append(d)
         }
-        return deliveries.isEmpty ? [] : [.device(link, deliveries, platform ?? .android, app: s.devices[token]?.app ?? "")]
+        return deliveries.isEmpty ? [] : [.device(link, deliveries, platform ?? .android, app: s.devices[token]?.app ?? "",
+                                                  appInBackground: !deviceState.foreground)]
     }
 
     /// Messages handed over live whose write is still waiting (the store does not hold them yet).

@@ -18,8 +18,7 @@ extension Engine {
     public func platformView(of m: QueuedMessage) -> JSONValue? {
         guard let device = device(token: m.token) else { return nil }
         let background = !(deviceState(token: m.token)?.foreground ?? true)
-        let isTray = background && m.isNotification
-        return Self.platformView(of: m, platform: device.platform, app: device.app, appInBackground: isTray)
+        return Self.platformView(of: m, platform: device.platform, app: device.app, appInBackground: background)
             .flatMap { try? JSONValue.parse($0) }
     }
 }
