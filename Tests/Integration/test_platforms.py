@@ -17,7 +17,7 @@ import requests
 from pyfcm import FCMNotification
 
 from ccs_support import get_device, new_key, new_sender_id, register_device
-from ccs_support.fcm_http import credentials_file, run_firebase
+from ccs_support.fcm_http import access_token, credentials_file, run_firebase
 
 
 def png(width: int = 2, height: int = 2, padding: int = 0) -> bytes:
@@ -179,6 +179,56 @@ OUTCOMES = [
     ("html", "/page.html", {p: {"status": 200, "shown": False, "reason": "not_an_image",
                                 "content_type": "text/html; charset=utf-8"} for p in ("android", "ios", "web")}),
 ]
+
+
+# Seed 003's REST body as written, but for the comma after "title", which is not JSON.
+SEED_003_REST = """{
+  "message":{
+     "topic":"industry-tech",
+     "notification":{
+       "title":"Sparky says hello!"
+     },
+     "android":{
+       "notification":{
+         "image":"IMAGE"
+       }
+     },
+     "apns":{
+       "payload":{
+         "aps":{
+           "mutable-content":1
+         }
+       },
+       "fcm_options": {
+           "image":"IMAGE"
+       }
+     },
+     "webpush":{
+       "headers":{
+         "image":"IMAGE"
+       }
+     }
+   }
+ }"""
+
+
+def test_seed_003_rest_request_as_written(server, devices, images, tmp_path):
+    """The seed's own REST request (POST …/messages:send with a Bearer token), not an SDK's rendering of it."""
+    sender = new_sender_id()
+    creds = tmp_path / "sa.json"
+    credentials_file(server, sender, creds)
+    devs = start_devices(server, devices, sender)
+    for dev, _ in devs.values():
+        dev.send({"subscribe": SEED_003_TOPIC})
+        dev.expect("subscribed", timeout=20)
+    url = images.base + "/pizza-monster.png"
+    r = requests.post(f"{server.http_base}/v1/projects/{sender}/messages:send", data=SEED_003_REST.replace("IMAGE", url),
+                      headers={"Authorization": f"Bearer {access_token(creds)}", "Content-Type": "application/json"},
+                      timeout=30)
+    assert r.status_code == 200 and r.json()["name"].startswith(f"projects/{sender}/messages/"), r.text
+    for platform, (dev, _) in devs.items():
+        event = dev.expect(shown("Sparky says hello!"), timeout=30)
+        assert event["image"]["shown"] is True and event["image"]["url"] == url, (platform, event)
 
 
 def test_big_missing_and_non_image_urls_per_platform(server, devices, images, tmp_path):
