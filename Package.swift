@@ -25,19 +25,21 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
         .package(url: "https://github.com/vapor/multipart-kit.git", from: "4.7.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         .systemLibrary(name: "CExpat", path: "Sources/CExpat", pkgConfig: "expat",
                        providers: [.apt(["libexpat1-dev"])]),
         .target(name: "XMLStreaming", dependencies: ["CExpat"]),
         .target(name: "PushDomain"),
+        .target(name: "PlatformRendering", dependencies: ["PushDomain"]),
         .target(name: "CCSProtocol", dependencies: ["PushDomain"]),
         .target(name: "CCSStore", dependencies: [
             "PushDomain",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .target(name: "CCSEngine", dependencies: [
-            "PushDomain", "CCSProtocol", "CCSStore",
+            "PushDomain", "CCSProtocol", "CCSStore", "PlatformRendering",
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -60,7 +62,7 @@ let package = Package(
             .product(name: "CryptoExtras", package: "swift-crypto"),
         ]),
         .target(name: "FCMHTTP", dependencies: [
-            "PushDomain", "CCSProtocol", "CCSEngine", "GoogleAuth",
+            "PushDomain", "CCSProtocol", "CCSEngine", "GoogleAuth", "PlatformRendering",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "MultipartKit", package: "multipart-kit"),
@@ -72,6 +74,7 @@ let package = Package(
         ]),
         .target(name: "DeviceSimulator", dependencies: [
             "XMLStreaming", "CCSProtocol",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -108,6 +111,7 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
         .testTarget(name: "XMLStreamingTests", dependencies: ["XMLStreaming"]),
+        .testTarget(name: "PlatformRenderingTests", dependencies: ["PlatformRendering", "PushDomain"]),
         .testTarget(name: "CCSProtocolTests", dependencies: ["CCSProtocol"]),
         .testTarget(name: "CCSStoreTests", dependencies: ["CCSStore", "PushDomain", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "CCSEngineTests", dependencies: ["CCSEngine", "CCSStore", "CCSProtocol"]),

@@ -1,5 +1,6 @@
 import CCSProtocol
 import CCSStore
+import PlatformRendering
 
 /// What a simulated device is doing, as far as delivery is concerned. Persisted with the device.
 public struct DeviceState: Sendable, Equatable {
@@ -25,11 +26,18 @@ public struct DeviceState: Sendable, Equatable {
 
     /// Whether the device takes this message now, or it waits in the queue:
     /// - Doze: `high` wakes an idle device; `normal` and `delay_while_idle` wait until it is active.
-    /// - iOS: data messages are delivered only while the app is in the foreground (seed 000, "data
-    ///   messages"); notification messages go to the system at once.
+    /// - iOS, app in the background: what APNs gets decides (`APNsNotification`): an alert (or badge,
+    ///   sound) goes to the system at once, a `content-available` push wakes the app (no throttling
+    ///   budget is modelled: docs/platforms.md), any other data message waits until the app is in the
+    ///   foreground (seed 000, "data messages").
     func admits(_ m: QueuedMessage, platform: Platform?) -> Bool {
         if idle && !(m.priority == Priority.high.rawValue && !m.delayWhileIdle) { return false }
-        if platform == .ios && m.kind == .message && !m.isNotification && !foreground { return false }
+        if platform == .ios && m.kind == .message && !foreground {
+            let apns = APNsNotification.translate(DeliveredMessage(
+                payloadJSON: m.payload, platformBlocksJSON: m.platformBlocks, acceptedAtMillis: m.enqueuedAt,
+                app: "", appInBackground: true))
+            return apns.isAlert || apns.wakesApp
+        }
         return true
     }
 }

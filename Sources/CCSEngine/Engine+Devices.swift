@@ -3,15 +3,25 @@ import CCSStore
 
 /// Simulated devices: registration, their connections, what they are handed, their states.
 extension Engine {
-    public func registerDevice(app: String, senders: [String], platform: Platform) async throws(DeviceManagementError) -> DeviceRecord {
-        let record = try newRegistration(app: app, senders: senders, platform: platform)
+    /// `webSubscription`: required for `.web` (the JS SDK registers the browser's push subscription
+    /// with the web app's id as `app`), refused for the other platforms.
+    public func registerDevice(app: String, senders: [String], platform: Platform,
+                               webSubscription: WebPushSubscription? = nil) async throws(DeviceManagementError) -> DeviceRecord {
+        let record = try newRegistration(app: app, senders: senders, platform: platform, webSubscription: webSubscription)
         try await commit([.upsertDevice(record)])
         state.withLock { s in Self.add(record, &s) }
         return record
     }
 
     /// A new registration (token, device id, secret), checked but not stored yet.
-    func newRegistration(app: String, senders: [String], platform: Platform) throws(DeviceManagementError) -> DeviceRecord {
+    func newRegistration(app: String, senders: [String], platform: Platform,
+                         webSubscription: WebPushSubscription?) throws(DeviceManagementError) -> DeviceRecord {
+        if platform == .web && webSubscription == nil {
+            throw .invalidRequest("a web device needs \"subscription\" (the browser's PushSubscription: endpoint and keys)")
+        }
+        if platform != .web && webSubscription != nil {
+            throw .invalidRequest("\"subscription\" is for web devices only")
+        }
         let app = app.trimmingWhitespace
         guard !app.isEmpty, app.count <= 255 else { throw .invalidRequest("\"app\" must be a non-empty package name") }
         var unique: [String] = []
@@ -28,7 +38,7 @@ extension Engine {
         return DeviceRecord(token: RegistrationToken.make(instanceID: instanceID),
                             deviceID: RandomText.hex(16), secret: RandomText.hex(32), app: app,
                             platform: platform, senders: unique, createdAt: clock.nowMillis(),
-                            state: DeviceState().json)
+                            state: DeviceState().json, webSubscription: webSubscription)
     }
 
     static func add(_ record: DeviceRecord, _ s: inout State) {
@@ -170,7 +180,8 @@ extension Engine {
             s.online[token]?.inFlight[m.deviceMessageID] = InFlightDownstream(message: m, toTray: d.toTray, early: early)
             deliveries.append(d)
         }
-        return deliveries.isEmpty ? [] : [.device(link, deliveries)]
+        return deliveries.isEmpty ? [] : [.device(link, deliveries, platform ?? .android, app: s.devices[token]?.app ?? "",
+                                                  appInBackground: !deviceState.foreground)]
     }
 
     /// Messages handed over live whose write is still waiting (the store does not hold them yet).
@@ -230,7 +241,10 @@ extension Engine {
             ops.append(.removeMessage(token: token, deviceMessageID: deviceMessageID))
         }
         if entry.toTray {
-            ops.append(.addToTray(TrayEntry(token: token, deviceMessageID: deviceMessageID, payload: m.payload, shownAt: now)))
+            let device = self.device(token: token)
+            let view = Self.platformView(of: m, platform: device?.platform ?? .android, app: device?.app ?? "", appInBackground: true)
+            ops.append(.addToTray(TrayEntry(token: token, deviceMessageID: deviceMessageID, payload: m.payload, shownAt: now,
+                                            view: view)))
         }
         var receipt: OutboundRecord?
         if m.deliveryReceiptRequested {
@@ -322,7 +336,8 @@ extension Engine {
     /// removal and the new registration are one change (one transaction).
     public func reinstall(token: String) async throws(DeviceManagementError) -> DeviceRecord {
         guard let old = device(token: token) else { throw .unknownDevice(token) }
-        let fresh = try newRegistration(app: old.app, senders: old.senders, platform: old.platform)
+        let fresh = try newRegistration(app: old.app, senders: old.senders, platform: old.platform,
+                                        webSubscription: old.webSubscription)
         let link: (any DeviceLink)? = try await change { s in
             guard let before = s.devices[token] else { return .failure(.unknownDevice(token)) }
             if let newer = before.replacedBy {

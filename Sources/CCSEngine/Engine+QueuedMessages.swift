@@ -34,12 +34,15 @@ extension Engine {
                              payload: payload.finished(), platformBlocks: platformBlocks(m))
     }
 
-    /// HTTP v1's platform blocks, kept with the stored message for the platform views to come.
+    /// HTTP v1's platform blocks, kept with the stored message for the platform views
+    /// (`PlatformRendering`), with the cross-platform `notification` / `data` where android changed them.
     static func platformBlocks(_ m: Message) -> String? {
         var blocks: [String: JSONValue] = [:]
         if let android = m.android { blocks["android"] = android }
         if let apns = m.apns { blocks["apns"] = apns }
         if let webpush = m.webpush { blocks["webpush"] = webpush }
+        if let shared = m.sharedNotification { blocks["notification"] = shared }
+        if let shared = m.sharedData { blocks["data"] = .object(shared.mapValues { .string($0) }) }
         return blocks.isEmpty ? nil : JSONValue.object(blocks).encoded()
     }
 

@@ -1,5 +1,6 @@
 import CCSProtocol
 import CCSStore
+import PlatformRendering
 import Synchronization
 
 /// Downstream messages: the one entry every front end calls, the checks, and hand-over or storage.
@@ -49,12 +50,22 @@ extension Engine {
         case .refused(let error): completion(.refused(error)); return
         case .found(let a, let p, let id, let st, let o): (app, platform, deviceMessageID, deviceState, online) = (a, p, id, st, o)
         }
+        let queued = Self.queuedMessage(message, token: to, app: app, senderID: senderID,
+                                        deviceMessageID: deviceMessageID, now: now)
+        if platform == .ios {
+            // What APNs would get after FCM's translation must fit APNs's limit (a dry run too).
+            let apns = APNsNotification.translate(DeliveredMessage(
+                payloadJSON: queued.payload, platformBlocksJSON: queued.platformBlocks, acceptedAtMillis: now, app: app,
+                appInBackground: false))
+            if !apns.fitsAPNs {
+                completion(.refused(.messageTooBig(token: to, bytes: apns.payloadBytes)))
+                return
+            }
+        }
         if message.dryRun {
             completion(.accepted(token: to, deviceMessageID: nil))
             return
         }
-        let queued = Self.queuedMessage(message, token: to, app: app, senderID: senderID,
-                                        deviceMessageID: deviceMessageID, now: now)
         let deliverableNow = online && deviceState.admits(queued, platform: platform)
         if message.timeToLive == 0 && !deliverableNow {
             // "Now or never": the device cannot take it now, so it is dropped, never stored.

@@ -204,14 +204,20 @@ public final class Engine: Sendable {
     // MARK: effects outside the lock
 
     enum Send {
-        case device(any DeviceLink, [DeviceDelivery])
+        /// Rendered for the device's platform (and its app's state then) on the way out, outside the lock.
+        case device(any DeviceLink, [DeviceDelivery], Platform, app: String, appInBackground: Bool)
         case appServer(any AppServerLink, [OutboundMessage])
     }
 
     func perform(_ sends: [Send]) {
         for send in sends {
             switch send {
-            case .device(let link, let deliveries): link.deliver(deliveries)
+            case .device(let link, var deliveries, let platform, let app, let background):
+                for i in deliveries.indices {
+                    deliveries[i].view = Self.platformView(of: deliveries[i].message, platform: platform, app: app,
+                                                           appInBackground: background)
+                }
+                link.deliver(deliveries)
             case .appServer(let link, let messages): link.sendOutbound(messages)
             }
         }

@@ -29,11 +29,14 @@ public struct DeviceRecord: Sendable, Equatable {
     /// The token of the installation that replaced this one (set once, on reinstall). Its own field:
     /// a state change rewrites `state` and must never lose it.
     public var replacedBy: String?
+    /// A web device's Push API subscription (nil on Android and iOS).
+    public var webSubscription: WebPushSubscription?
 
     public init(token: String, deviceID: String, secret: String, app: String, platform: Platform,
                 senders: [String], createdAt: Int64, status: DeviceStatus = .active, state: String = "{}",
-                replacedBy: String? = nil) {
+                replacedBy: String? = nil, webSubscription: WebPushSubscription? = nil) {
         self.replacedBy = replacedBy
+        self.webSubscription = webSubscription
         self.token = token
         self.deviceID = deviceID
         self.secret = secret
@@ -142,8 +145,11 @@ public struct TrayEntry: Sendable, Equatable {
     public var deviceMessageID: String
     public var payload: String
     public var shownAt: Int64
+    /// The device platform's view of it (`PlatformRendering`), rendered when it was shown.
+    public var view: String?
 
-    public init(token: String, deviceMessageID: String, payload: String, shownAt: Int64) {
+    public init(token: String, deviceMessageID: String, payload: String, shownAt: Int64, view: String? = nil) {
+        self.view = view
         self.token = token
         self.deviceMessageID = deviceMessageID
         self.payload = payload

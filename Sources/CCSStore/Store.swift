@@ -141,6 +141,14 @@ public final class Store: Sendable {
                 CREATE UNIQUE INDEX device_group_by_name ON device_group(sender_id, name);
                 """)
         }
+        m.registerMigration("v7: platforms") { db in
+            // A web device's push subscription (JSON); the platform's view of a notification in the
+            // tray, rendered when it landed there (the queue row with its v1 blocks is gone by then).
+            try db.execute(sql: """
+                ALTER TABLE device ADD COLUMN web_subscription TEXT;
+                ALTER TABLE tray ADD COLUMN view TEXT;
+                """)
+        }
         m.registerMigration("v8: queue and subscriptions keyed by device number") { db in
             // A token is ~150 bytes and random: as the key of the queue's and the subscriptions'
             // indexes it made every fanned-out row an insert at a random place in two large
@@ -269,13 +277,14 @@ public final class Store: Sendable {
         case .upsertDevice(let d):
             try db.cachedStatement(sql: """
                 INSERT INTO device(token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by,
-                  device_key)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT IFNULL(MAX(device_key), 0) + 1 FROM device))
+                  web_subscription, device_key)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT IFNULL(MAX(device_key), 0) + 1 FROM device))
                 ON CONFLICT(token) DO UPDATE SET secret = excluded.secret, app = excluded.app,
                   platform = excluded.platform, senders = excluded.senders, status = excluded.status,
-                  state = excluded.state, replaced_by = excluded.replaced_by
+                  state = excluded.state, replaced_by = excluded.replaced_by, web_subscription = excluded.web_subscription
                 """).execute(arguments: [d.token, d.deviceID, d.secret, d.app, d.platform.rawValue,
-                                 d.senders.joined(separator: ","), d.createdAt, d.status.rawValue, d.state, d.replacedBy])
+                                 d.senders.joined(separator: ","), d.createdAt, d.status.rawValue, d.state, d.replacedBy,
+                                 d.webSubscription?.json.encoded()])
         case .enqueue(let m, let limits):
             try enqueue(m, limits: limits, in: db)
         case .removeMessage(let token, let id):
@@ -298,7 +307,7 @@ public final class Store: Sendable {
         case .removeOutbound(let sender, let kind, let token, let id):
             try db.cachedStatement(sql: "DELETE FROM outbound WHERE sender_id = ? AND kind = ? AND token = ? AND message_id = ?").execute(arguments: [sender, kind.rawValue, token, id])
         case .addToTray(let t):
-            try db.cachedStatement(sql: "INSERT OR REPLACE INTO tray(token, device_message_id, payload, shown_at) VALUES (?, ?, ?, ?)").execute(arguments: [t.token, t.deviceMessageID, t.payload, t.shownAt])
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO tray(token, device_message_id, payload, shown_at, view) VALUES (?, ?, ?, ?, ?)").execute(arguments: [t.token, t.deviceMessageID, t.payload, t.shownAt, t.view])
         case .removeFromTray(let token, let id):
             try db.cachedStatement(sql: "DELETE FROM tray WHERE token = ? AND device_message_id = ?").execute(arguments: [token, id])
         case .clearTray(let token):
@@ -411,14 +420,18 @@ public final class Store: Sendable {
     public func loadDevices() throws -> [DeviceRecord] {
         try read { db in
             try Row.fetchAll(db, sql: """
-                SELECT token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by FROM device
+                SELECT token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by,
+                  web_subscription FROM device
                 """).map { row in
                 let senders: String = row[5]
+                let subscription: String? = row[10]
                 return DeviceRecord(token: row[0], deviceID: row[1], secret: row[2], app: row[3],
                                     platform: Platform(rawValue: row[4]) ?? .android,
                                     senders: senders.split(separator: ",").map(String.init),
                                     createdAt: row[6], status: DeviceStatus(rawValue: row[7]) ?? .uninstalled,
-                                    state: row[8], replacedBy: row[9])
+                                    state: row[8], replacedBy: row[9],
+                                    webSubscription: subscription.flatMap { try? JSONValue.parse($0) }
+                                        .flatMap { try? WebPushSubscription.parse($0).get() })
             }
         }
     }
@@ -512,9 +525,9 @@ public final class Store: Sendable {
     public func tray(token: String) throws -> [TrayEntry] {
         try read { db in
             try Row.fetchAll(db, sql: """
-                SELECT token, device_message_id, payload, shown_at FROM tray WHERE token = ? ORDER BY shown_at, rowid
+                SELECT token, device_message_id, payload, shown_at, view FROM tray WHERE token = ? ORDER BY shown_at, rowid
                 """, arguments: [token]).map {
-                TrayEntry(token: $0[0], deviceMessageID: $0[1], payload: $0[2], shownAt: $0[3])
+                TrayEntry(token: $0[0], deviceMessageID: $0[1], payload: $0[2], shownAt: $0[3], view: $0[4])
             }
         }
     }

@@ -43,8 +43,9 @@ public enum DeviceEvent: Sendable, Equatable {
     case connected
     /// A downstream message as the app sees it (a JSON object), or a notice with a `message_type`
     /// (`deleted_messages`, `send_error`). `toTray`: a notification the system shows in the tray
-    /// because the app is in the background. ACKed right after this event.
-    case message(JSONValue, toTray: Bool)
+    /// because the app is in the background. `view`: what the device's platform shows
+    /// (docs/platforms.md), nil for notices. ACKed right after this event.
+    case message(JSONValue, toTray: Bool, view: JSONValue?)
     /// The answer to an upstream message: `{"message_type":"sent"|"send_error","message_id":…}`.
     case upstreamAnswer(JSONValue)
     case disconnected(reason: String?)
@@ -209,7 +210,8 @@ final class DeviceClientHandler: ChannelInboundHandler {
             return
         }
         let toTray = stanza.firstChild(named: "tray", namespace: "urn:ccs-emulator:device") != nil
-        onEvent(.message(json, toTray: toTray))
+        let view = stanza.firstChild(named: "view", namespace: "urn:ccs-emulator:device").flatMap { try? JSONValue.parse($0.text) }
+        onEvent(.message(json, toTray: toTray, view: view))
         if let id = stanza.attribute("id") ?? fields["message_id"]?.stringValue {
             let ack = JSONValue.object(["message_id": .string(id), "message_type": .string("ack")]).encoded()
             send("<message><gcm xmlns=\"google:mobile:data\">\(XMLEscaping.escapeText(ack))</gcm></message>")

@@ -152,6 +152,7 @@ extension FCMHTTPAPI {
         case .packageMismatch: return "InvalidPackageName"
         case .invalidTopic: return "InvalidParameters"
         case .groupNotFound: return "NotRegistered"
+        case .messageTooBig: return "MessageTooBig"
         case .internalError: return "InternalServerError"
         }
     }

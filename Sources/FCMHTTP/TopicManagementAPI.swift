@@ -160,7 +160,7 @@ extension FCMHTTPAPI {
             "application": .string(device.app),
             "authorizedEntity": .string(sender),
             "applicationVersion": "1",
-            "platform": .string(device.platform == .ios ? "IOS" : "ANDROID"),
+            "platform": .string(device.platform.instanceIDName),
         ]
         let details = request.uri.queryParameters.get("details")?.lowercased() == "true"
         if details {
@@ -228,5 +228,16 @@ extension FCMHTTPAPI {
         let results = await engine.unsubscribe(changes([token], choice, request: request), from: topic, allowMissing: allowMissing)
         if case .failure(let error) = results[0] { throw Self.v1Error(error) }
         return Self.json(.object([:]))
+    }
+}
+
+extension Platform {
+    /// The Instance ID info API's `platform` (web: UNCONFIRMED, docs/platforms.md).
+    var instanceIDName: String {
+        switch self {
+        case .android: "ANDROID"
+        case .ios: "IOS"
+        case .web: "WEBPUSH"
+        }
     }
 }

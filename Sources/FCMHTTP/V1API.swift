@@ -3,6 +3,7 @@ import CCSProtocol
 import GoogleAuth
 import Hummingbird
 import NIOCore
+import PlatformRendering
 
 /// HTTP v1: `POST /v1/projects/{project}/messages:send` with an access token from `/token`.
 extension FCMHTTPAPI {
@@ -100,6 +101,9 @@ extension FCMHTTPAPI {
         case .invalidTopic(let reason):
             return .invalidArgument("Invalid value at 'message.topic' or 'message.condition': \(reason)",
                                     field: "message.condition", description: reason)
+        case .messageTooBig(_, let bytes):
+            return .invalidArgument("Message is too big: after translation for the iOS device its APNs payload is \(bytes) bytes, the limit is \(APNsNotification.maximumPayloadBytes)",
+                                    field: "message", description: "message is too big")
         case .internalError:
             return .internalError
         }

@@ -14,7 +14,8 @@ struct V1SendRequest: Sendable, Equatable {
 ///
 /// Mapping into the canonical `Message`: `data` is `message.data` with `android.data` laid over it,
 /// `notification` is `message.notification` with `android.notification` laid over it (what an Android
-/// device shows; the `apns` and `webpush` blocks are kept as sent for the other platforms);
+/// device shows; the `apns` and `webpush` blocks are kept as sent for the other platforms, and the
+/// cross-platform `notification` / `data` as `sharedNotification` / `sharedData` when android changed them);
 /// `android.ttl` → time to live (fractions round up, so "0.5s" is not "now or never");
 /// `android.priority`, else `apns-priority` (10 → high, 5 or 1 → normal) → priority;
 /// `android.collapse_key` → collapse key; `android.restricted_package_name` → restricted package.
@@ -98,6 +99,7 @@ enum V1MessageDecoder {
         }
 
         var data = try message.stringMap("data")
+        let sharedData = data
         let notification = try message.object("notification", known: notificationFields)
         try notification?.strings(notificationFields)
 
@@ -216,10 +218,13 @@ enum V1MessageDecoder {
                                    field: "message", description: "message is too big")
         }
 
-        let canonical = Message(messageID: messageID, collapseKey: collapseKey, priority: priority,
+        var canonical = Message(messageID: messageID, collapseKey: collapseKey, priority: priority,
                                 timeToLive: timeToLive ?? Message.maximumTimeToLive, dryRun: validateOnly, data: data,
                                 notification: notificationJSON, restrictedPackageName: restrictedPackageName,
                                 android: androidJSON, apns: apnsJSON, webpush: webpushJSON)
+        // iOS and web see the cross-platform fields without android's overrides (null / {}: none).
+        if androidNotification != nil { canonical.sharedNotification = notification.map { .object($0.object) } ?? .null }
+        if data != sharedData { canonical.sharedData = sharedData ?? [:] }
         return V1SendRequest(message: canonical, target: target, validateOnly: validateOnly)
     }
 

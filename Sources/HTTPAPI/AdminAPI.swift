@@ -105,7 +105,7 @@ public struct AdminAPI: Sendable {
             let queue = try Self.reading("the queue") { try self.engine.queuedMessages(token: token) }
             var json = self.deviceJSON(device, queued: queue.count, secrets: true)
             if case .object(var fields) = json {
-                fields["queue"] = .array(queue.map(Self.queuedJSON))
+                fields["queue"] = .array(queue.map(self.queuedJSON))
                 fields["groups"] = self.deviceGroupsJSON(token: token)
                 json = .object(fields)
             }
@@ -173,12 +173,22 @@ public struct AdminAPI: Sendable {
         var platform = Platform.android
         if let p = fields["platform"] {
             guard case .string(let s) = p, let named = Platform(rawValue: s) else {
-                throw APIError.badRequest("\"platform\" must be \"android\" or \"ios\"")
+                throw APIError.badRequest("\"platform\" must be \"android\", \"ios\" or \"web\"")
             }
             platform = named
         }
+        // A web device registers like the JS SDK: the web app's id as `app`, plus the browser's
+        // PushSubscription (`subscription.toJSON()`).
+        var subscription: WebPushSubscription?
+        if let given = fields["subscription"], !given.isNull {
+            switch WebPushSubscription.parse(given) {
+            case .success(let s): subscription = s
+            case .failure(let error): throw APIError.badRequest(error.reason)
+            }
+        }
         do {
-            let record = try await engine.registerDevice(app: app, senders: senders, platform: platform)
+            let record = try await engine.registerDevice(app: app, senders: senders, platform: platform,
+                                                         webSubscription: subscription)
             return JSONResponse.make(status: .created, deviceJSON(record, queued: 0, secrets: true))
         } catch {
             throw Self.apiError(error)
@@ -319,8 +329,13 @@ public struct AdminAPI: Sendable {
     }
 
     static func trayJSON(_ t: TrayEntry) -> JSONValue {
-        .object(["message_id": .string(t.deviceMessageID), "shown_at": .int(t.shownAt),
-                 "message": (try? JSONValue.parse(t.payload)) ?? .string(t.payload)])
+        var fields: [String: JSONValue] = [
+            "message_id": .string(t.deviceMessageID), "shown_at": .int(t.shownAt),
+            "message": (try? JSONValue.parse(t.payload)) ?? .string(t.payload),
+        ]
+        // What the platform showed (docs/platforms.md); entries from before v7 have none.
+        if let view = t.view.flatMap({ try? JSONValue.parse($0) }) { fields["view"] = view }
+        return .object(fields)
     }
 
     func deviceJSON(_ d: DeviceRecord, queued: Int, secrets: Bool) -> JSONValue {
@@ -334,12 +349,20 @@ public struct AdminAPI: Sendable {
             fields["state"] = .object(["foreground": .bool(st.foreground), "idle": .bool(st.idle)])
         }
         if secrets { fields["device_secret"] = .string(d.secret) }
+        if let subscription = d.webSubscription { fields["subscription"] = subscription.json }
         var topics: [String: JSONValue] = [:]
         for sender in d.senders {
             let names = (engine.topics(token: d.token, senderID: sender) ?? [:]).keys.sorted()
             if !names.isEmpty { topics[sender] = .array(names.map { .string($0) }) }
         }
         fields["topics"] = .object(topics)
+        return .object(fields)
+    }
+
+    /// A queue entry with `view`: what the device's platform would show if it were handed over now.
+    func queuedJSON(_ m: QueuedMessage) -> JSONValue {
+        guard case .object(var fields) = Self.queuedJSON(m) else { return Self.queuedJSON(m) }
+        if let view = engine.platformView(of: m) { fields["view"] = view }
         return .object(fields)
     }
 

@@ -2,6 +2,8 @@
 public enum Platform: String, Sendable, CaseIterable {
     case android
     case ios
+    /// A browser with the Firebase JS SDK: an app id and a Push API subscription.
+    case web
 }
 
 /// Whether a registration token is alive.

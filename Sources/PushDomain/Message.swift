@@ -35,6 +35,11 @@ public struct Message: Sendable, Equatable {
     public var android: JSONValue?
     public var apns: JSONValue?
     public var webpush: JSONValue?
+    /// HTTP v1's cross-platform `message.notification` / `message.data` as sent, kept only where
+    /// `android`'s overrides changed them (`notification` and `data` above are what Android shows):
+    /// iOS and web render from these, with their own block laid over.
+    public var sharedNotification: JSONValue?
+    public var sharedData: [String: String]?
 
     public init(messageID: String, collapseKey: String? = nil, priority: Priority? = nil,
                 contentAvailable: Bool? = nil, mutableContent: Bool? = nil, timeToLive: Int = Message.maximumTimeToLive,
@@ -96,6 +101,9 @@ public enum SendError: Error, Sendable, Equatable {
     /// A notification key of no device group this sender owns (never created, deleted when its last
     /// member was removed, or another sender's: those are never visible).
     case groupNotFound(key: String)
+    /// Rendered for the token's iOS device, the APNs payload is over APNs's 4096 bytes
+    /// (docs/platforms.md).
+    case messageTooBig(token: String, bytes: Int)
     /// The store could not take the message: retry.
     case internalError
 }

@@ -39,8 +39,9 @@ extension XMPPConnectionHandler {
             + "<text xmlns=\"\(NS.stanzas)\">\(XMLEscaping.escapeText(text))</text></error></message>"
     }
 
-    /// Each message as `<message id="ACK-ID"><gcm …>payload</gcm></message>`; a notification the system
-    /// shows in the tray (app in the background) carries `<tray xmlns="urn:ccs-emulator:device"/>`.
+    /// Each message as `<message id="ACK-ID"><gcm …>payload</gcm><view …>platform view</view></message>`;
+    /// a notification the system shows in the tray (app in the background) carries
+    /// `<tray xmlns="urn:ccs-emulator:device"/>`; the service's notices have no view.
     func deliverToDevice(_ deliveries: [DeviceDelivery]) {
         guard context != nil, !closing else { return }
         withOutput { out in
@@ -49,7 +50,13 @@ extension XMPPConnectionHandler {
                 out.writeString(XMLEscaping.escapeAttribute(d.message.deviceMessageID))
                 out.writeStaticString("\"><gcm xmlns=\"google:mobile:data\">")
                 out.writeString(XMLEscaping.escapeText(d.message.payload))
-                out.writeStaticString(d.toTray ? "</gcm><tray xmlns=\"urn:ccs-emulator:device\"/></message>" : "</gcm></message>")
+                out.writeStaticString("</gcm>")
+                if let view = d.view {
+                    out.writeStaticString("<view xmlns=\"urn:ccs-emulator:device\">")
+                    out.writeString(XMLEscaping.escapeText(view))
+                    out.writeStaticString("</view>")
+                }
+                out.writeStaticString(d.toTray ? "<tray xmlns=\"urn:ccs-emulator:device\"/></message>" : "</message>")
             }
         }
         mailbox.needsFlush(self)

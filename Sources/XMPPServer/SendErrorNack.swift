@@ -22,6 +22,9 @@ extension Nack {
         case .groupNotFound:
             self.init(messageID: messageID, from: from, code: .deviceUnregistered,
                       description: "notification_key not found")
+        case .messageTooBig(_, let bytes):
+            self.init(messageID: messageID, from: from, code: .invalidJSON,
+                      description: "MessageTooBig: the APNs payload for the iOS device is \(bytes) bytes, the limit is 4096")
         case .internalError:
             self.init(messageID: messageID, from: from, code: .internalServerError, description: "Internal server error")
         }

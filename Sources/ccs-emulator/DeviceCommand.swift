@@ -11,8 +11,10 @@ struct Device: AsyncParsableCommand {
         abstract: "Run a simulated device: register, connect, print what arrives.",
         discussion: """
             Prints one JSON line per event on stdout: registered (token, device_id, …), connected, message \
-            (the message as the app sees it; ACKed right after printing), notification (shown in the tray: \
-            the app is in the background), deleted_messages, sent / send_error (upstream), state, offline, \
+            (the message as the app sees it, and "view": what the platform shows; ACKed on arrival), \
+            notification (shown by the system: the app is in the background); a message whose view names \
+            an image is printed once the image is downloaded or given up, with "image": {url, status, bytes, \
+            content_type, shown, reason} (see docs/platforms.md), deleted_messages, sent / send_error (upstream), state, offline, \
             uninstalled, groups, disconnected, error.
 
             Reads JSON-line commands on stdin: {"go":"offline"|"online"|"foreground"|"background"|"idle"|\
@@ -28,12 +30,16 @@ struct Device: AsyncParsableCommand {
 
     @Option(help: "The emulator's HTTP base URL: its --http-port, not the CCS or device port.")
     var emulator = "http://127.0.0.1:8080"
-    @Option(help: "The app's package name (not needed with --token).")
+    @Option(help: "The app's package name, iOS bundle id or web app id (not needed with --token).")
     var app: String?
     @Option(name: .customLong("sender"), help: "A sender ID the app registers for (repeat for several, up to 100).")
     var senders: [String] = []
-    @Option(help: "android or ios.")
+    @Option(help: "android, ios or web. A web device registers with a generated push subscription unless --subscription is given.")
     var platform = "android"
+    @Option(help: "web: the browser's PushSubscription JSON ({\"endpoint\":…,\"keys\":{\"p256dh\":…,\"auth\":…}}).")
+    var subscription: String?
+    @Option(help: "Seconds an image download may take (0.1 to 120; default: the platform's, Android 5, iOS and web 30).")
+    var imageTimeout: Double?
     @Option(help: "Reuse this existing registration instead of registering anew.")
     var token: String?
 
@@ -41,7 +47,14 @@ struct Device: AsyncParsableCommand {
         if token == nil && (senders.isEmpty || app == nil) {
             throw ValidationError("give --app and at least one --sender (or --token)")
         }
-        if platform != "android" && platform != "ios" { throw ValidationError("--platform is android or ios") }
+        if !["android", "ios", "web"].contains(platform) { throw ValidationError("--platform is android, ios or web") }
+        if let t = imageTimeout, !(t >= 0.1 && t <= 120) { throw ValidationError("--image-timeout is 0.1 to 120 seconds") }
+        if let subscription {
+            guard platform == "web" else { throw ValidationError("--subscription is for --platform web") }
+            guard let json = try? JSONValue.parse(subscription), case .success = WebPushSubscription.parse(json) else {
+                throw ValidationError("--subscription must be a PushSubscription JSON with an https endpoint and keys p256dh, auth")
+            }
+        }
         if HTTPJSONClient.parseBaseURL(emulator) == nil { throw ValidationError("--emulator must look like http://HOST:PORT") }
     }
 
@@ -49,10 +62,12 @@ struct Device: AsyncParsableCommand {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let (host, port) = HTTPJSONClient.parseBaseURL(emulator)!
         var session = DeviceSession(http: HTTPJSONClient(host: host, port: port, group: group), group: group, host: host,
-                                    baseURL: emulator)
+                                    baseURL: emulator, imageTimeout: imageTimeout.map { .nanoseconds(Int64($0 * 1e9)) })
         var failed = false
         do {
-            try await session.start(token: token, app: app ?? "", senders: senders, platform: platform)
+            let subscriptionJSON = try subscription.map { try JSONValue.parse($0) }
+            try await session.start(token: token, app: app ?? "", senders: senders, platform: platform,
+                                    subscription: subscriptionJSON)
             for await command in StdinCommands().stream {
                 do { try await session.handle(command) } catch {
                     DeviceSession.emitError(error)
@@ -63,6 +78,7 @@ struct Device: AsyncParsableCommand {
             DeviceSession.emitError(error)
             failed = true
         }
+        await session.images?.shutdown()
         try? await group.shutdownGracefully()
         if failed { throw ExitCode(1) }
     }
@@ -84,12 +100,17 @@ struct DeviceSession {
     var connection: DeviceConnection?
     var cachedUpstream: [JSONValue] = []
     var upstreamCounter = 0
+    /// `--image-timeout`, else the platform's own limit.
+    let imageTimeout: TimeAmount?
+    /// Made once the platform is known (registration or the stored record).
+    var images: NotificationImageLoader?
 
-    init(http: HTTPJSONClient, group: any EventLoopGroup, host: String, baseURL: String) {
+    init(http: HTTPJSONClient, group: any EventLoopGroup, host: String, baseURL: String, imageTimeout: TimeAmount? = nil) {
         self.http = http
         self.group = group
         self.host = host
         self.baseURL = baseURL
+        self.imageTimeout = imageTimeout
     }
 
     static func emit(_ fields: [String: JSONValue]) {
@@ -103,7 +124,7 @@ struct DeviceSession {
         emit(["event": .string("error"), "error": .string(text)])
     }
 
-    mutating func start(token: String?, app: String, senders: [String], platform: String) async throws {
+    mutating func start(token: String?, app: String, senders: [String], platform: String, subscription: JSONValue?) async throws {
         // The first request tells whether --emulator is the admin API at all: the CCS and device ports
         // speak TLS and hang up on plain HTTP, and a port where nothing listens refuses the connection.
         let info: JSONValue
@@ -130,12 +151,32 @@ struct DeviceSession {
             }
             credentials = c
         } else {
-            let json = try await http.postJSON("/emulator/v1/devices", .object([
+            var body: [String: JSONValue] = [
                 "app": .string(app), "senders": .array(senders.map { .string($0) }), "platform": .string(platform),
-            ]))
-            try adoptRegistration(json)
+            ]
+            if platform == "web" { body["subscription"] = subscription ?? Self.newSubscription() }
+            try adoptRegistration(try await http.postJSON("/emulator/v1/devices", .object(body)))
+        }
+        if let c = credentials {
+            var rules = ImageRules.forPlatform(c.platform)
+            if let imageTimeout { rules.timeLimit = imageTimeout }
+            images = NotificationImageLoader(group: group, rules: rules)
         }
         try await goOnline()
+    }
+
+    /// What a browser's `pushManager.subscribe()` gives, made up: an endpoint on FCM's push service,
+    /// a P-256 point (0x04 ‖ 64 random bytes: only its form is checked) and a 16-byte auth secret.
+    static func newSubscription() -> JSONValue {
+        func base64URL(_ bytes: [UInt8]) -> String {
+            Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+        func random(_ n: Int) -> [UInt8] { (0..<n).map { _ in UInt8.random(in: 0 ... .max) } }
+        return .object([
+            "endpoint": .string("https://fcm.googleapis.com/fcm/send/" + base64URL(random(16))),
+            "keys": .object(["p256dh": .string(base64URL([0x04] + random(64))), "auth": .string(base64URL(random(16)))]),
+        ])
     }
 
     private mutating func adoptRegistration(_ json: JSONValue) throws {
@@ -156,9 +197,10 @@ struct DeviceSession {
         if let c = connection, !c.isActive { connection = nil }
         guard connection == nil, let credentials else { return }
         do {
+            let images = self.images
             connection = try await DeviceConnection.connect(host: host, port: devicePort, caPEM: caPEM,
                                                             credentials: credentials, group: group,
-                                                            onEvent: Self.print(event:))
+                                                            onEvent: { Self.print(event: $0, images: images) })
         } catch {
             throw DeviceSessionError("cannot connect to the device channel at \(host):\(devicePort): "
                                      + ConnectionFailure.describe(error))
@@ -167,11 +209,21 @@ struct DeviceSession {
         cachedUpstream.removeAll()
     }
 
-    private static func print(event: DeviceEvent) {
+    private static func print(event: DeviceEvent, images: NotificationImageLoader?) {
         switch event {
         case .connected:
             Output.line(#"{"event":"connected"}"#)
-        case .message(let message, let toTray):
+        case .message(let message, let toTray, let view?) where message["message_type"] == nil:
+            var fields: [String: JSONValue] = ["event": .string(toTray ? "notification" : "message"), "message": message,
+                                               "view": view]
+            guard let images else { return emit(fields) }
+            // The message is ACKed already; its event waits for the image, in a task of its own, so
+            // that other messages are not held up.
+            Task {
+                if let outcome = await images.outcome(for: view) { fields["image"] = outcome.json }
+                emit(fields)
+            }
+        case .message(let message, let toTray, _):
             switch message["message_type"]?.stringValue {
             case "deleted_messages"?:
                 emit(["event": .string("deleted_messages"), "message": message])

@@ -402,6 +402,93 @@ import Testing
         await h.settle()
         #expect(device.delivered.withLock { $0.map(\.message.appMessageID) } == ["n", "data"])
     }
+
+    @Test func contentAvailableWakesABackgroundedApp() async throws {
+        let h = try Harness()
+        let d = try await h.engine.registerDevice(app: "com.example.ios", senders: ["111"], platform: .ios)
+        _ = try await h.engine.setDeviceState(token: d.token, foreground: false, idle: nil)
+        let device = await h.connect(d.token)
+        _ = await h.send(data("plain", to: d.token))
+        _ = await h.send(data("wake", to: d.token) { $0.contentAvailable = true })
+        await h.settle()
+        #expect(device.delivered.withLock { $0.map(\.message.appMessageID) } == ["wake"])
+        let view = try #require(device.delivered.withLock { $0.first?.view }.flatMap { try? JSONValue.parse($0) })
+        #expect(view["wakes_app"] == .bool(true))
+        #expect(view["headers"]?["apns-push-type"] == .string("background"))
+        #expect(view["headers"]?["apns-priority"] == .string("5"))
+    }
+
+    @Test func eachDeliveryCarriesTheIOSPayload() async throws {
+        let h = try Harness()
+        let d = try await h.engine.registerDevice(app: "com.example.ios", senders: ["111"], platform: .ios)
+        let device = await h.connect(d.token)
+        _ = await h.send(DownstreamMessage(to: d.token, messageID: "n", data: ["k": "v"],
+                                           notification: ["title": "t", "badge": "2"]))
+        let delivery = try #require(device.delivered.withLock { $0.first })
+        let view = try #require(delivery.view.flatMap { try? JSONValue.parse($0) })
+        #expect(view["platform"] == .string("ios"))
+        #expect(view["payload"]?["aps"]?["alert"]?["title"] == .string("t"))
+        #expect(view["payload"]?["aps"]?["badge"] == .int(2))
+        #expect(view["payload"]?["k"] == .string("v"))
+        #expect(view["payload"]?["gcm.message_id"] == .string(delivery.message.deviceMessageID))
+        #expect(view["headers"]?["apns-topic"] == .string("com.example.ios"))
+    }
+
+    @Test func aPayloadOverAPNsLimitIsRefusedForIOSOnly() async throws {
+        let h = try Harness()
+        let ios = try await h.engine.registerDevice(app: "com.example.ios", senders: ["111"], platform: .ios)
+        let android = try await h.register()
+        // Under FCM's 4096 data bytes, over APNs's 4096 once aps, gcm.message_id and JSON quoting are added.
+        let big = String(repeating: "\"", count: 2100)
+        let m = { (to: String) in DownstreamMessage(to: to, messageID: "big", data: ["k": big]) }
+        guard case .nack(.messageTooBig(let token, let bytes)) = await h.send(m(ios.token)) else {
+            Issue.record("expected messageTooBig"); return
+        }
+        #expect(token == ios.token)
+        #expect(bytes > 4096)
+        #expect(await h.send(m(android.token)) == .ack(from: android.token))
+        #expect(try h.queue(ios.token).isEmpty)
+    }
+}
+
+@Suite struct WebDeviceTests {
+    static let subscription = WebPushSubscription(
+        endpoint: "https://fcm.googleapis.com/fcm/send/abc",
+        p256dh: "BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM",
+        auth: "tBHItJI5svbpez7KI4CCXg")
+
+    @Test func aWebDeviceNeedsASubscriptionAndOnlyItMayHaveOne() async throws {
+        let h = try Harness()
+        await #expect(throws: DeviceManagementError.self) {
+            try await h.engine.registerDevice(app: "1:111:web:abc", senders: ["111"], platform: .web)
+        }
+        await #expect(throws: DeviceManagementError.self) {
+            try await h.engine.registerDevice(app: "com.example.app", senders: ["111"], platform: .android,
+                                              webSubscription: Self.subscription)
+        }
+        let d = try await h.engine.registerDevice(app: "1:111:web:abc", senders: ["111"], platform: .web,
+                                                  webSubscription: Self.subscription)
+        #expect(try h.engine.store.loadDevices().first { $0.token == d.token }?.webSubscription == Self.subscription)
+        let again = try await h.engine.reinstall(token: d.token)
+        #expect(again.webSubscription == Self.subscription)
+    }
+
+    @Test func aWebDeviceSeesTheWebpushView() async throws {
+        let h = try Harness()
+        let d = try await h.engine.registerDevice(app: "1:111:web:abc", senders: ["111"], platform: .web,
+                                                  webSubscription: Self.subscription)
+        _ = try await h.engine.setDeviceState(token: d.token, foreground: false, idle: nil)
+        let device = await h.connect(d.token)
+        _ = await h.send(DownstreamMessage(to: d.token, messageID: "n", timeToLive: 60,
+                                           notification: ["title": "t", "image": "https://i/x.png"]))
+        let delivery = try #require(device.delivered.withLock { $0.first })
+        #expect(delivery.toTray)
+        let view = try #require(delivery.view.flatMap { try? JSONValue.parse($0) })
+        #expect(view["notification"]?["title"] == .string("t"))
+        #expect(view["image"] == .string("https://i/x.png"))
+        #expect(view["headers"]?["TTL"] == .string("60"))
+        #expect(view["presentation"] == .string("system"))
+    }
 }
 
 @Suite struct OutboundBoundTests {

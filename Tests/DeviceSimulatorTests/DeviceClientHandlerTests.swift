@@ -67,15 +67,19 @@ import Testing
         try d.connect()
         let ack = try d.feed("<message id='0:1%ab'><gcm xmlns='google:mobile:data'>{\"data\":{\"k\":\"v\"},\"message_id\":\"0:1%ab\"}</gcm></message>")
         #expect(ack == "<message><gcm xmlns=\"google:mobile:data\">{\"message_id\":\"0:1%ab\",\"message_type\":\"ack\"}</gcm></message>")
-        let tray = try d.feed("<message id='0:2%ab'><gcm xmlns='google:mobile:data'>{\"notification\":{\"title\":\"t\"}}</gcm><tray xmlns='urn:ccs-emulator:device'/></message>")
+        let tray = try d.feed("<message id='0:2%ab'><gcm xmlns='google:mobile:data'>{\"notification\":{\"title\":\"t\"}}</gcm><view xmlns='urn:ccs-emulator:device'>{\"platform\":\"ios\"}</view><tray xmlns='urn:ccs-emulator:device'/></message>")
         #expect(tray.contains("\"message_id\":\"0:2%ab\""))
         let events = d.events.withLock { $0 }
         #expect(events.count == 3)
-        if case .message(let json, let toTray) = events[1] {
+        if case .message(let json, let toTray, _) = events[1] {
             #expect(json["data"]?["k"] == .string("v"))
             #expect(!toTray)
         } else { Issue.record("expected a message, got \(events[1])") }
-        if case .message(_, let toTray) = events[2] { #expect(toTray) } else { Issue.record("expected a tray message") }
+        if case .message(_, _, let view) = events[1] { #expect(view == nil) }
+        if case .message(_, let toTray, let view) = events[2] {
+            #expect(toTray)
+            #expect(view?["platform"] == .string("ios"))
+        } else { Issue.record("expected a tray message") }
     }
 
     @Test func anUpstreamAnswerIsReportedAndNotAcked() throws {

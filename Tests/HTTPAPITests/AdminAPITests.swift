@@ -38,6 +38,37 @@ import Testing
         try await client.execute(uri: uri, method: .post, body: ByteBuffer(string: body))
     }
 
+    @Test func aWebDeviceRegistersWithItsSubscriptionAndItsQueueShowsTheWebView() async throws {
+        let f = try Fixture()
+        try await f.test { client in
+            let sub = #"{"endpoint":"https://fcm.googleapis.com/fcm/send/abc","keys":{"auth":"tBHItJI5svbpez7KI4CCXg","p256dh":"BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM"}}"#
+            let missing = try await Self.post(client, "/emulator/v1/devices", #"{"app":"1:1:web:a","senders":["1"],"platform":"web"}"#)
+            #expect(missing.status == .badRequest)
+            let bad = try await Self.post(client, "/emulator/v1/devices",
+                                          #"{"app":"1:1:web:a","senders":["1"],"platform":"web","subscription":{"endpoint":"https://e/x","keys":{"auth":"x","p256dh":"y"}}}"#)
+            #expect(bad.status == .badRequest)
+            #expect(try Self.json(bad)["error"]?["message"]?.stringValue?.contains("p256dh") == true)
+            let created = try await Self.post(client, "/emulator/v1/devices",
+                                              #"{"app":"1:1:web:a","senders":["1"],"platform":"web","subscription":"# + sub + "}")
+            #expect(created.status == .created)
+            let device = try Self.json(created)
+            #expect(device["subscription"] == (try JSONValue.parse(sub)))
+            let token = try #require(device["token"]?.stringValue)
+            let sent: [SendResult] = await withCheckedContinuation { cont in
+                f.engine.send(SendRequest(sender: "1", target: .token(token), message: Message(
+                    messageID: "m", notification: .object(["title": .string("Hi")]),
+                    webpush: .object(["fcm_options": .object(["link": .string("https://e.com/l")])])))) { cont.resume(returning: $0) }
+            }
+            guard case .accepted = sent.first else { Issue.record("not accepted: \(sent)"); return }
+            let shown = try Self.json(try await client.execute(uri: "/emulator/v1/devices/\(token)", method: .get))
+            let view = shown["queue"]?.arrayValue?.first?["view"]
+            #expect(view?["platform"] == .string("web"))
+            #expect(view?["notification"]?["title"] == .string("Hi"))
+            #expect(view?["link"] == .string("https://e.com/l"))
+            #expect(view?["presentation"] == .string("app"))
+        }
+    }
+
     @Test func theRootPointsToTheInfoRoute() async throws {
         try await Fixture().test { client in
             let response = try await client.execute(uri: "/", method: .get)

@@ -12,7 +12,9 @@ or {"op": "subscribe" | "unsubscribe", "tokens": [...], "topic": T} (the v1 regi
 fcm.googleapis.com: proxy mode only, its URL is fixed when the service is made)
 or {"op": "subscribe_legacy" | "unsubscribe_legacy", "tokens": [...], "topic": T} (the Instance ID API, whose
 base `messaging._MessagingService.IID_URL` is set to the emulator's HTTP port too).
-MSG: {"token" | "topic" | "condition", "data", "notification": {"title", "body"}, "android": {"ttl", "priority", "collapse_key"}}.
+MSG: {"token" | "topic" | "condition", "data", "notification": {"title", "body", "image"}, "android": {"ttl", "priority",
+"collapse_key", "notification": {AndroidNotification kwargs}}, "apns": {"headers", "payload": {"aps": {Aps kwargs},
+custom keys…}, "fcm_options": {"image"}}, "webpush": {"headers", "data", "notification": {…}, "fcm_options": {"link"}}}.
 Prints one JSON line: {"results": [RESULT…]}, RESULT {"name": …} or {"error": CLASS, "code": …, "message": …};
 send_each gives {"responses": [RESULT…], "success_count", "failure_count"}.
 """
@@ -36,9 +38,31 @@ def build(spec: dict) -> messaging.Message:
         a = dict(spec["android"])
         if "ttl" in a:
             a["ttl"] = datetime.timedelta(seconds=a["ttl"])
+        if "notification" in a:
+            a["notification"] = messaging.AndroidNotification(**a["notification"])
         android = messaging.AndroidConfig(**a)
+    apns = None
+    if "apns" in spec:
+        a = spec["apns"]
+        payload = None
+        if "payload" in a:
+            custom = {k: v for k, v in a["payload"].items() if k != "aps"}
+            aps = dict(a["payload"].get("aps", {}))
+            if isinstance(aps.get("alert"), dict):
+                aps["alert"] = messaging.ApsAlert(**aps["alert"])
+            payload = messaging.APNSPayload(aps=messaging.Aps(**aps), **custom)
+        options = messaging.APNSFCMOptions(**a["fcm_options"]) if "fcm_options" in a else None
+        apns = messaging.APNSConfig(headers=a.get("headers"), payload=payload, fcm_options=options)
+    webpush = None
+    if "webpush" in spec:
+        w = spec["webpush"]
+        webpush = messaging.WebpushConfig(
+            headers=w.get("headers"), data=w.get("data"),
+            notification=messaging.WebpushNotification(**w["notification"]) if "notification" in w else None,
+            fcm_options=messaging.WebpushFCMOptions(**w["fcm_options"]) if "fcm_options" in w else None)
     return messaging.Message(token=spec.get("token"), topic=spec.get("topic"), condition=spec.get("condition"),
-                             data=spec.get("data"), notification=notification, android=android)
+                             data=spec.get("data"), notification=notification, android=android, apns=apns,
+                             webpush=webpush)
 
 
 def describe(error: Exception) -> dict:

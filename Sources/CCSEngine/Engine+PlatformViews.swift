@@ -1,0 +1,24 @@
+import CCSProtocol
+import CCSStore
+import PlatformRendering
+
+/// What each platform's device is shown: a stored message rendered for the device it is handed to.
+extension Engine {
+    /// The platform's view of a queued message as JSON text; nil for the service's notices, which
+    /// every platform gets as they are.
+    static func platformView(of m: QueuedMessage, platform: Platform, app: String, appInBackground: Bool) -> String? {
+        guard m.kind == .message else { return nil }
+        let delivered = DeliveredMessage(payloadJSON: m.payload, platformBlocksJSON: m.platformBlocks,
+                                         acceptedAtMillis: m.enqueuedAt, app: app, appInBackground: appInBackground)
+        return PlatformView.render(delivered, for: platform).encoded()
+    }
+
+    /// The view a device would get for this queued message now (its platform, its app's state):
+    /// what the admin API shows beside the payload.
+    public func platformView(of m: QueuedMessage) -> JSONValue? {
+        guard let device = device(token: m.token) else { return nil }
+        let background = !(deviceState(token: m.token)?.foreground ?? true)
+        return Self.platformView(of: m, platform: device.platform, app: device.app, appInBackground: background)
+            .flatMap { try? JSONValue.parse($0) }
+    }
+}
