@@ -213,9 +213,11 @@ public final class Engine: Sendable {
         for send in sends {
             switch send {
             case .device(let link, var deliveries, let platform, let app, let background):
-                for i in deliveries.indices {
-                    deliveries[i].view = Self.platformView(of: deliveries[i].message, platform: platform, app: app,
-                                                           appInBackground: background)
+                if link.wantsPlatformViews {
+                    for i in deliveries.indices {
+                        deliveries[i].view = Self.platformView(of: deliveries[i].message, platform: platform, app: app,
+                                                               appInBackground: background)
+                    }
                 }
                 link.deliver(deliveries)
             case .appServer(let link, let messages): link.sendOutbound(messages)

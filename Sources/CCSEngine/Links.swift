@@ -9,6 +9,14 @@ public protocol DeviceLink: AnyObject, Sendable {
     func answerUpstream(_ json: String)
     /// Closes the connection (the device went offline, or was uninstalled).
     func close()
+    /// Whether the device wants each message's platform view (`DeviceDelivery.view`). A device can
+    /// turn it off for its connection (the load generator's devices do): rendering a view costs
+    /// the emulator about a quarter of its downstream rate (docs/benchmarks.md).
+    var wantsPlatformViews: Bool { get }
+}
+
+extension DeviceLink {
+    public var wantsPlatformViews: Bool { true }
 }
 
 /// How the engine reaches one app-server connection.

@@ -133,6 +133,14 @@ final class DeviceChannelConnection: BenchConnection {
                    sender: upstream.map { Sender(plan: $0.plan, control: $0.control) }, payloadBytes: payloadBytes)
     }
 
+    /// The generator's devices only ACK: they ask the emulator not to render each message's platform
+    /// view for them (docs/device-protocol.md), so the figures measure delivery, not rendering.
+    override func ready(context: ChannelHandlerContext) {
+        out.writeStaticString(CCSBytes.gcmOpen)
+        out.writeStaticString("{\"message_type\":\"views\",\"enabled\":false}")
+        out.writeStaticString(CCSBytes.gcmClose)
+    }
+
     override func pump(now: UInt64) {
         guard sender != nil, let credits else { return }
         // The window closes on delivery to an app server, not on `sent` (see DeliveryCredits).

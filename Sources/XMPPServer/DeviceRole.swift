@@ -26,6 +26,13 @@ extension XMPPConnectionHandler {
                 return
             }
             engine.deviceAcknowledged(token: token, deviceMessageID: id)
+        case "views":
+            // The platform views on this connection: on by default, off for devices that only ACK.
+            guard case .bool(let enabled)? = json["enabled"] else {
+                write(deviceError(stanza, condition: "bad-request", text: "views without a boolean \"enabled\""))
+                return
+            }
+            link?.views.store(enabled, ordering: .relaxed)
         default:
             write(deviceError(stanza, condition: "feature-not-implemented",
                               text: "message_type \"\(type)\" is not supported on the device channel"))

@@ -350,6 +350,8 @@ final class ConnectionLink: AppServerLink, DeviceLink {
     let mailbox: LoopMailbox
     let pending = Atomic<Int>(0)
     let draining = Atomic<Bool>(false)
+    /// A device's choice for this connection (`{"message_type":"views","enabled":…}`).
+    let views = Atomic<Bool>(true)
 
     init(handler: NIOLoopBound<WeakHandler>, mailbox: LoopMailbox) {
         var g = SystemRandomNumberGenerator()
@@ -360,6 +362,7 @@ final class ConnectionLink: AppServerLink, DeviceLink {
 
     var pendingCount: Int { pending.load(ordering: .relaxed) }
     var isDraining: Bool { draining.load(ordering: .relaxed) }
+    var wantsPlatformViews: Bool { views.load(ordering: .relaxed) }
 
     /// Runs `body` on the connection's loop if the connection still exists.
     func onHandler(_ body: @escaping @Sendable (XMPPConnectionHandler) -> Void) {

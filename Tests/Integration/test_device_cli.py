@@ -162,3 +162,43 @@ def test_connections_and_drain(server, xmpp, device, sender, key):
     assert other.is_open(0.2)
     ok, _ = other.downstream({"to": device["token"], "message_id": "other-2", "data": {"a": "b"}})
     assert ok.get("message_type") == "ack"
+
+
+def test_a_device_can_turn_platform_views_off_and_on(server, xmpp, device, sender, key):
+    """Views come with every message by default; {"message_type":"views","enabled":false} stops them
+    on that connection, true brings them back, and a malformed one is a stanza error."""
+    from ccs_support.xmpp import XmppConn, plain_payload, SASL_NS, q
+    d = XmppConn(server.ready["device_port"], server.ready["ca_cert"])
+    try:
+        d.open_stream("devices.ccs-emulator")
+        assert d.auth_plain(plain_payload("", device["device_id"], device["device_secret"])).tag == q(SASL_NS, "success")
+        d.open_stream("devices.ccs-emulator")
+        assert d.bind().elem.get("type") == "result"
+        app = xmpp()
+        app.login(sender, key)
+
+        def deliver(message_id: str) -> str:
+            ok, _ = app.downstream({"to": device["token"], "message_id": message_id, "data": {"n": message_id}})
+            assert ok.get("message_type") == "ack", ok
+            item = d.next_element(timeout=15)
+            assert f'"data":{{"n":"{message_id}"}}' in item.raw, item.raw
+            d.send_gcm({"message_type": "ack", "message_id": item.elem.get("id")})
+            return item.raw
+
+        def views(enabled: bool) -> None:
+            d.send_gcm({"message_type": "views", "enabled": enabled})
+            # Stanzas are handled in order: once the ping after it is answered, the choice holds.
+            d.send('<iq type="get" id="after-views"><ping xmlns="urn:xmpp:ping"/></iq>')
+            assert d.next_element(timeout=15).elem.get("id") == "after-views"
+
+        assert '<view xmlns="urn:ccs-emulator:device">' in deliver("v-1")
+        views(False)
+        assert "<view" not in deliver("v-2")
+        views(True)
+        assert '<view xmlns="urn:ccs-emulator:device">' in deliver("v-3")
+        d.send_gcm({"message_type": "views", "enabled": "no"}, stanza_id="bad-views")
+        error = d.next_element(timeout=15)
+        assert error.elem.get("type") == "error" and error.elem.get("id") == "bad-views", error.raw
+        assert 'views without a boolean "enabled"' in error.raw, error.raw
+    finally:
+        d.close()
