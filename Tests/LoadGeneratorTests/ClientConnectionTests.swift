@@ -116,7 +116,9 @@ struct ClientConnectionTests {
         try h.login(domain: "devices.ccs-emulator", saslPayload: StanzaWriter.base64(Array("\0dev1\0secret".utf8)))
         try h.serverSends(#"<message id="0:1712%ab"><gcm xmlns="google:mobile:data">{"data":{"bt":"5","p":"xx"},"from":"123","message_id":"0:1712%ab"}</gcm></message>"#
                           + #"<iq type="get" id="ping-9"><ping xmlns="urn:xmpp:ping"/></iq>"#)
-        #expect(try h.written() == #"<message><gcm xmlns="google:mobile:data">{"message_type":"ack","message_id":"0:1712%ab"}</gcm></message>"#
+        // First, once the session is up: no platform views for this connection (it only ACKs).
+        #expect(try h.written() == #"<message><gcm xmlns="google:mobile:data">{"message_type":"views","enabled":false}</gcm></message>"#
+            + #"<message><gcm xmlns="google:mobile:data">{"message_type":"ack","message_id":"0:1712%ab"}</gcm></message>"#
             + #"<iq type="result" id="ping-9"/>"#)
         #expect(h.recorder.delivered.load(ordering: .relaxed) == 1)
         #expect(h.recorder.unexpected.load(ordering: .relaxed) == 0)
