@@ -26,16 +26,28 @@ extension Engine {
             fanOut(request.message, target: request.target, senderID: request.sender, completion: completion)
         case .group(let key):
             sendToGroup(request.message, key: key, senderID: request.sender, completion: completion)
+        case .apnsDeviceToken(let deviceToken):
+            sendAPNs(request.message, deviceToken: deviceToken, bundleID: request.sender, completion: completion)
         }
     }
 
+    /// Who a message comes from: an FCM sender, or an APNs provider (the sender is then the bundle id,
+    /// already checked against the registration by `sendAPNs`).
+    enum Origin {
+        case fcm
+        case apns(deviceToken: String)
+    }
+
     /// One message to one token.
-    func send(_ message: Message, to: String, senderID: String, completion: @escaping @Sendable (SendResult) -> Void) {
+    func send(_ message: Message, to: String, senderID: String, origin: Origin = .fcm,
+              completion: @escaping @Sendable (SendResult) -> Void) {
         let now = clock.nowMillis()
         let lookup: Lookup = state.withLock { s in
             guard let device = s.devices[to] else { return .refused(.invalidRegistration(token: to)) }
             if device.status != .active { return .refused(.unregistered(token: to)) }
-            guard device.senders.contains(senderID) else { return .refused(.senderMismatch(token: to, sender: senderID)) }
+            if case .fcm = origin, !device.senders.contains(senderID) {
+                return .refused(.senderMismatch(token: to, sender: senderID))
+            }
             if let package = message.restrictedPackageName, package != device.app {
                 return .refused(.packageMismatch(token: to, package: package))
             }
@@ -53,8 +65,15 @@ extension Engine {
             completion(.accepted(token: to, deviceMessageID: nil))
             return
         }
-        let queued = Self.queuedMessage(message, token: to, app: app, senderID: senderID,
+        let queued: QueuedMessage
+        switch origin {
+        case .fcm:
+            queued = Self.queuedMessage(message, token: to, app: app, senderID: senderID,
                                         deviceMessageID: deviceMessageID, now: now)
+        case .apns(let deviceToken):
+            queued = Self.apnsQueuedMessage(message, token: to, bundleID: senderID, deviceToken: deviceToken,
+                                            deviceMessageID: deviceMessageID, now: now)
+        }
         let deliverableNow = online && deviceState.admits(queued, platform: platform)
         if message.timeToLive == 0 && !deliverableNow {
             // "Now or never": the device cannot take it now, so it is dropped, never stored.

@@ -141,6 +141,20 @@ public final class Store: Sendable {
                 CREATE UNIQUE INDEX device_group_by_name ON device_group(sender_id, name);
                 """)
         }
+        m.registerMigration("v6: apns") { db in
+            // Not unique: an uninstalled registration keeps its token while a new one takes it over
+            // (the engine maps a token to its newest registration).
+            try db.execute(sql: """
+                ALTER TABLE device ADD COLUMN apns_token TEXT;
+                CREATE INDEX device_by_apns_token ON device(apns_token) WHERE apns_token IS NOT NULL;
+                CREATE TABLE apns_feedback (
+                  bundle_id TEXT NOT NULL,
+                  device_token TEXT NOT NULL,
+                  timestamp INTEGER NOT NULL,
+                  PRIMARY KEY (bundle_id, device_token)
+                ) WITHOUT ROWID;
+                """)
+        }
         return m
     }
 
@@ -211,13 +225,15 @@ public final class Store: Sendable {
                 """).execute(arguments: [s.senderID, s.serverKey, s.createdAt])
         case .upsertDevice(let d):
             try db.cachedStatement(sql: """
-                INSERT INTO device(token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO device(token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by,
+                  apns_token)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(token) DO UPDATE SET secret = excluded.secret, app = excluded.app,
                   platform = excluded.platform, senders = excluded.senders, status = excluded.status,
-                  state = excluded.state, replaced_by = excluded.replaced_by
+                  state = excluded.state, replaced_by = excluded.replaced_by, apns_token = excluded.apns_token
                 """).execute(arguments: [d.token, d.deviceID, d.secret, d.app, d.platform.rawValue,
-                                 d.senders.joined(separator: ","), d.createdAt, d.status.rawValue, d.state, d.replacedBy])
+                                 d.senders.joined(separator: ","), d.createdAt, d.status.rawValue, d.state, d.replacedBy,
+                                 d.apnsToken])
         case .enqueue(let m, let limits):
             try enqueue(m, limits: limits, in: db)
         case .removeMessage(let token, let id):
@@ -251,7 +267,8 @@ public final class Store: Sendable {
         case .removeDeviceGroup(let id):
             try db.cachedStatement(sql: "DELETE FROM device_group WHERE id = ?").execute(arguments: [id])
         case .removeAllDevices:
-            for table in ["device", "queued_message", "outbound", "tray", "topic_subscription", "message_body", "device_group"] {
+            for table in ["device", "queued_message", "outbound", "tray", "topic_subscription", "message_body", "device_group",
+                          "apns_feedback"] {
                 try db.execute(sql: "DELETE FROM \(table)")
             }
         case .setMeta(let key, let value):
@@ -268,12 +285,25 @@ public final class Store: Sendable {
             try db.cachedStatement(sql: "DELETE FROM topic_subscription WHERE token = ?").execute(arguments: [token])
         case .fanOut(let fanOut):
             try Self.fanOut(fanOut, in: db)
+        case .addAPNsFeedback(let f):
+            try db.cachedStatement(sql: """
+                INSERT INTO apns_feedback(bundle_id, device_token, timestamp) VALUES (?, ?, ?)
+                ON CONFLICT(bundle_id, device_token) DO UPDATE SET timestamp = excluded.timestamp
+                """).execute(arguments: [f.bundleID, f.deviceToken, f.timestamp])
+        case .removeAPNsFeedback(let read):
+            let delete = try db.cachedStatement(sql: """
+                DELETE FROM apns_feedback WHERE bundle_id = ? AND device_token = ? AND timestamp <= ?
+                """)
+            for f in read { try delete.execute(arguments: [f.bundleID, f.deviceToken, f.timestamp]) }
+        case .removeAPNsFeedbackToken(let bundleID, let token):
+            try db.cachedStatement(sql: "DELETE FROM apns_feedback WHERE bundle_id = ? AND device_token = ?")
+                .execute(arguments: [bundleID, token])
         }
     }
 
     /// Drops the token's stored messages with this collapse key (a newer one replaces them).
     static func collapse(token: String, key: String, in db: Database) throws {
-        try db.cachedStatement(sql: "DELETE FROM queued_message WHERE token = ? AND collapse_key = ? AND kind = 'message'").execute(arguments: [token, key])
+        try db.cachedStatement(sql: "DELETE FROM queued_message WHERE token = ? AND collapse_key = ? AND kind IN ('message', 'apns')").execute(arguments: [token, key])
     }
 
     static func insert(_ m: QueuedMessage, in db: Database) throws {
@@ -312,7 +342,7 @@ public final class Store: Sendable {
     /// FCM keeps at most `keeping` collapse keys per device: the oldest keys' messages go.
     static func trimCollapseKeys(token: String, keeping: Int, in db: Database) throws {
         let keys = try String.fetchAll(db.cachedStatement(sql: """
-            SELECT collapse_key FROM queued_message WHERE token = ? AND collapse_key IS NOT NULL AND kind = 'message'
+            SELECT collapse_key FROM queued_message WHERE token = ? AND collapse_key IS NOT NULL AND kind IN ('message', 'apns')
             GROUP BY collapse_key ORDER BY MIN(seq)
             """), arguments: [token])
         for key in keys.dropLast(keeping) { try collapse(token: token, key: key, in: db) }
@@ -331,14 +361,15 @@ public final class Store: Sendable {
     public func loadDevices() throws -> [DeviceRecord] {
         try read { db in
             try Row.fetchAll(db, sql: """
-                SELECT token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by FROM device
+                SELECT token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by, apns_token
+                FROM device ORDER BY created_at, token
                 """).map { row in
                 let senders: String = row[5]
                 return DeviceRecord(token: row[0], deviceID: row[1], secret: row[2], app: row[3],
                                     platform: Platform(rawValue: row[4]) ?? .android,
                                     senders: senders.split(separator: ",").map(String.init),
                                     createdAt: row[6], status: DeviceStatus(rawValue: row[7]) ?? .uninstalled,
-                                    state: row[8], replacedBy: row[9])
+                                    state: row[8], replacedBy: row[9], apnsToken: row[10])
             }
         }
     }
@@ -395,6 +426,17 @@ public final class Store: Sendable {
         try read { db in
             try Row.fetchAll(db, sql: "SELECT sender_id, topic, token, added_at FROM topic_subscription").map {
                 TopicSubscription(senderID: $0[0], topic: $0[1], token: $0[2], addedAt: $0[3])
+            }
+        }
+    }
+
+    /// The feedback tuples of one app (bundle id), oldest first.
+    public func apnsFeedback(bundleID: String) throws -> [APNsFeedbackRecord] {
+        try read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT bundle_id, device_token, timestamp FROM apns_feedback WHERE bundle_id = ? ORDER BY timestamp, device_token
+                """, arguments: [bundleID]).map {
+                APNsFeedbackRecord(bundleID: $0[0], deviceToken: $0[1], timestamp: $0[2])
             }
         }
     }
