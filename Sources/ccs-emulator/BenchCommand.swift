@@ -198,6 +198,8 @@ struct EmbeddedBenchServer {
         c.ccsPort = 0
         c.devicePort = 0
         c.httpPort = 0
+        c.apns.gatewayPort = 0
+        c.apns.feedbackPort = 0
         configure(&c)
         // Critical only: the emulator's own shutdown noise would interleave with the result.
         let emulator = try await Emulator.start(c, logger: makeLogger("ccs-emulator", level: .critical))
