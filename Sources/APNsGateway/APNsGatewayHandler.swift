@@ -17,8 +17,13 @@ final class APNsGatewayHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let logger: Logger
     /// nil until the TLS handshake has shown the provider certificate.
     private var connection: GatewayConnection?
+    /// Reads the topic once the handshake is done: from the TLS handler's peer certificate (tests
+    /// without TLS give their own).
+    private let topic: (ChannelHandlerContext) -> GatewayConnection.Topic
 
-    init(engine: Engine, payloadLimit: Int, connections: APNsConnections, logger: Logger) {
+    init(engine: Engine, payloadLimit: Int, connections: APNsConnections, logger: Logger,
+         topic: @escaping (ChannelHandlerContext) -> GatewayConnection.Topic = APNsGatewayHandler.peerTopic) {
+        self.topic = topic
         self.engine = engine
         self.payloadLimit = payloadLimit
         self.connections = connections
@@ -36,8 +41,7 @@ final class APNsGatewayHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case TLSUserEvent.handshakeCompleted = event as? TLSUserEvent ?? .shutdownCompleted {
-            let certificate = try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate
-            connection = GatewayConnection(topic: ProviderCertificate.topic(of: certificate), payloadLimit: payloadLimit)
+            connection = GatewayConnection(topic: topic(context), payloadLimit: payloadLimit)
         } else if event is APNsShutdown {
             if let packet = connection?.shutdown() {
                 context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: packet)), promise: nil)
@@ -46,6 +50,10 @@ final class APNsGatewayHandler: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         context.fireUserInboundEventTriggered(event)
+    }
+
+    static func peerTopic(_ context: ChannelHandlerContext) -> GatewayConnection.Topic {
+        ProviderCertificate.topic(of: try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
