@@ -1,4 +1,5 @@
 import CCSProtocol
+import DequeModule
 import Synchronization
 
 /// What the APNs gateway did, for the admin API: every notification it accepted or rejected (with the
@@ -50,7 +51,9 @@ public final class APNsActivity: Sendable {
     }
 
     public let capacity: Int
-    private let state: Mutex<(entries: [Entry], next: Int64, counts: [Event: Int64])>
+    /// A deque: dropping the oldest of a full window is O(1) (an array's removeFirst moved all 10,000
+    /// entries on every notification once the window was full).
+    private let state: Mutex<(entries: Deque<Entry>, next: Int64, counts: [Event: Int64])>
 
     public init(capacity: Int = 10_000) {
         self.capacity = max(1, capacity)
@@ -63,7 +66,7 @@ public final class APNsActivity: Sendable {
             e.sequence = s.next
             s.next += 1
             s.counts[e.event, default: 0] += 1
-            if s.entries.count >= capacity { s.entries.removeFirst(s.entries.count - capacity + 1) }
+            if s.entries.count >= capacity { s.entries.removeFirst() }
             s.entries.append(e)
         }
     }

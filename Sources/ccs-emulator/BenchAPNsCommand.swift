@@ -143,9 +143,7 @@ final class ConfirmingLink: DeviceLink {
         var sample: [UInt64] = []
         sample.reserveCapacity(messages.count)
         for d in messages {
-            if let t = (try? JSONValue.parse(d.message.payload))?["payload"]?["t"]?.intValue, UInt64(t) <= now {
-                sample.append(now - UInt64(t))
-            }
+            if let t = Self.writeTime(d.message.payload), t <= now { sample.append(now - t) }
         }
         latencies.withLock { $0 += sample }
         received.add(messages.count, ordering: .relaxed)
@@ -153,4 +151,26 @@ final class ConfirmingLink: DeviceLink {
     }
     func answerUpstream(_ json: String) {}
     func close() {}
+
+    /// The payload's `"t":<digits>` read in place: parsing the whole JSON here would charge the
+    /// generator's cost to the emulator (they share the process).
+    static func writeTime(_ payload: String) -> UInt64? {
+        var utf8 = payload.utf8[...]
+        let key = Array(#""t":"#.utf8)
+        while let at = utf8.firstIndex(of: key[0]) {
+            let rest = utf8[at...]
+            if rest.starts(with: key) {
+                var value: UInt64 = 0
+                var digits = 0
+                for c in rest.dropFirst(key.count) {
+                    guard c >= 48 && c <= 57 else { break }
+                    value = value &* 10 &+ UInt64(c - 48)
+                    digits += 1
+                }
+                return digits > 0 ? value : nil
+            }
+            utf8 = utf8[utf8.index(after: at)...]
+        }
+        return nil
+    }
 }
