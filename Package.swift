@@ -50,6 +50,16 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        .target(name: "APNsGateway", dependencies: [
+            "PushDomain", "CCSEngine", "CCSStore",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOTLS", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "SwiftASN1", package: "swift-asn1"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .target(name: "HTTPAPI", dependencies: [
             "CCSProtocol", "CCSEngine", "CCSStore",
             .product(name: "Hummingbird", package: "hummingbird"),
@@ -82,7 +92,7 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         .target(name: "CCSEmulator", dependencies: [
-            "XMPPServer", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "CCSStore", "CCSProtocol",
+            "XMPPServer", "APNsGateway", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "CCSStore", "CCSProtocol",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -100,6 +110,7 @@ let package = Package(
             .product(name: "Histogram", package: "hdrhistogram-swift"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOTLS", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         .executableTarget(name: "ccs-emulator", dependencies: [
@@ -112,6 +123,13 @@ let package = Package(
         ]),
         .testTarget(name: "XMLStreamingTests", dependencies: ["XMLStreaming"]),
         .testTarget(name: "PlatformRenderingTests", dependencies: ["PlatformRendering", "PushDomain"]),
+        .testTarget(name: "APNsGatewayTests", dependencies: [
+            "APNsGateway", "CCSEngine", "CCSStore", "PushDomain",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "Crypto", package: "swift-crypto"),
+        ]),
         .testTarget(name: "CCSProtocolTests", dependencies: ["CCSProtocol"]),
         .testTarget(name: "CCSStoreTests", dependencies: ["CCSStore", "PushDomain", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "CCSEngineTests", dependencies: ["CCSEngine", "CCSStore", "CCSProtocol"]),

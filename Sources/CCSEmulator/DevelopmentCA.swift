@@ -116,6 +116,10 @@ public struct DevelopmentCA: Sendable {
 
     /// Writes through a temporary file renamed into place. A private key's file is created with mode
     /// 0600, so the key is never readable by others, not even for a moment.
+    static func writeFile(_ text: String, to path: String, private: Bool) throws {
+        try write(text, to: path, private: `private`)
+    }
+
     private static func write(_ text: String, to path: String, private: Bool) throws {
         let temporary = path + ".tmp-\(getpid())"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC, `private` ? 0o600 : 0o644)

@@ -1,3 +1,4 @@
+import APNsGateway
 import CCSEngine
 import CCSProtocol
 import CCSStore
@@ -62,6 +63,8 @@ public struct EmulatorConfiguration: Sendable {
     /// Delete the database (senders, devices, queues, the virtual clock's time) before opening it;
     /// the TLS material in DATA_DIR/tls stays, so clients keep trusting the same CA.
     public var resetState = false
+    /// The APNs legacy binary gateway and feedback service (ports, payload limit, TLS 1.0).
+    public var apns = APNsServer.Configuration()
 
     public init() {}
 }
@@ -83,13 +86,15 @@ public final class Emulator: Sendable {
     public let httpsPort: Int?
     public let proxyPort: Int?
     let ticker: RepeatedTask
+    let apns: APNsServer
     let logger: Logger
     /// Held while this emulator exists; released when it is deallocated (or the process ends).
     let dataDirectoryLock: DataDirectoryLock
 
     private init(engine: Engine, info: EmulatorInfo, group: MultiThreadedEventLoopGroup, channels: [any Channel],
                  http: ServiceGroup, httpTask: Task<Void, any Error>, httpsPort: Int?, proxyPort: Int?,
-                 logger: Logger, dataDirectoryLock: DataDirectoryLock) {
+                 apns: APNsServer, logger: Logger, dataDirectoryLock: DataDirectoryLock) {
+        self.apns = apns
         self.dataDirectoryLock = dataDirectoryLock
         self.httpsPort = httpsPort
         self.proxyPort = proxyPort
@@ -180,6 +185,14 @@ public final class Emulator: Sendable {
         // A peer that never answers our close_notify must not hold a closed session for long.
         tlsConfig.shutdownTimeout = .seconds(1)
         let tls = try NIOSSLContext(configuration: tlsConfig)
+        // APNs providers authenticate with client certificates from the development CA (apns-cert),
+        // whichever certificate the server itself presents.
+        let developmentCA = try DevelopmentCA.ensure(in: dataDir + "/tls")
+        let apnsTLS = try NIOSSLContext(configuration: APNsServer.tlsConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(certPath),
+            privateKey: try NIOSSLPrivateKey(file: keyPath, format: .pem),
+            trustRoots: try NIOSSLCertificate.fromPEMFile(developmentCA.caCertPath),
+            allowTLS1: config.apns.allowTLS1))
         let caPEM = (try? String(contentsOfFile: caPath, encoding: .utf8)) ?? ""
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, config.eventLoopThreads))
@@ -207,9 +220,32 @@ public final class Emulator: Sendable {
             }
             channels.append(device)
 
-            let ports = Mutex(EmulatorInfo(ccsPort: ccs.localAddress?.port ?? 0,
-                                           devicePort: device.localAddress?.port ?? 0, httpPort: 0,
-                                           caCertPath: caPath, caCertPEM: caPEM, dataDir: dataDir))
+            var apnsConfig = config.apns
+            apnsConfig.host = config.bindHost
+            let pendingGateway: APNsServer.PendingGateway
+            do {
+                pendingGateway = try await APNsServer.bindGateway(group: group, tls: apnsTLS, configuration: apnsConfig,
+                                                                  engine: engine, logger: logger)
+            } catch {
+                throw ListenerError(error, option: "--apns-port", port: apnsConfig.gatewayPort, host: config.bindHost)
+            }
+            channels.append(pendingGateway.channel)
+            let apns: APNsServer
+            do {
+                apns = try await pendingGateway.start(group: group, tls: apnsTLS, configuration: apnsConfig,
+                                                      engine: engine, logger: logger)
+            } catch {
+                throw ListenerError(error, option: "--apns-feedback-port", port: apnsConfig.feedbackPort,
+                                    host: config.bindHost)
+            }
+            channels.append(apns.feedback)
+
+            var emulatorInfo = EmulatorInfo(ccsPort: ccs.localAddress?.port ?? 0,
+                                            devicePort: device.localAddress?.port ?? 0, httpPort: 0,
+                                            caCertPath: caPath, caCertPEM: caPEM, dataDir: dataDir)
+            emulatorInfo.apnsPort = apns.gatewayPort
+            emulatorInfo.apnsFeedbackPort = apns.feedbackPort
+            let ports = Mutex(emulatorInfo)
             let router = Router()
             AdminAPI(engine: engine, info: { ports.withLock { $0 } }, connectionStatistics: {
                 ["idle_parsers_released": XMPPListener.idleParsersReleased]
@@ -290,7 +326,7 @@ public final class Emulator: Sendable {
             let info = ports.withLock { $0.httpPort = httpPort; return $0 }
             return Emulator(engine: engine, info: info, group: group, channels: channels, http: http,
                             httpTask: httpTask, httpsPort: config.httpsPort == nil ? nil : tlsPort,
-                            proxyPort: proxyPort, logger: logger, dataDirectoryLock: lock)
+                            proxyPort: proxyPort, apns: apns, logger: logger, dataDirectoryLock: lock)
         } catch {
             for c in channels { try? await c.close() }
             try? await group.shutdownGracefully()
@@ -323,6 +359,8 @@ public final class Emulator: Sendable {
         w.add("http_port", info.httpPort)
         if let httpsPort { w.add("https_port", httpsPort) }
         if let proxyPort { w.add("proxy_port", proxyPort) }
+        w.add("apns_port", info.apnsPort)
+        w.add("apns_feedback_port", info.apnsFeedbackPort)
         w.add("ca_cert", info.caCertPath)
         w.add("data_dir", info.dataDir)
         return w.finished()
@@ -332,6 +370,9 @@ public final class Emulator: Sendable {
     /// the listeners and connections close and the store commits whatever it still holds.
     public func shutdown(maxWait: Duration = .seconds(2)) async {
         ticker.cancel()
+        // APNs first: each gateway connection learns the last identifier taken (status 10) while the
+        // engine still takes what came before it.
+        await apns.shutdown()
         engine.drainAll()
         let deadline = ContinuousClock.now.advanced(by: maxWait)
         while ContinuousClock.now < deadline, engine.connections().contains(where: { $0.pending > 0 }) {

@@ -5,17 +5,42 @@ import CCSStore
 extension Engine {
     /// `webSubscription`: required for `.web` (the JS SDK registers the browser's push subscription
     /// with the web app's id as `app`), refused for the other platforms.
+    /// `apns`: the iOS app also registers for remote notifications through APNs (its bundle id is `app`);
+    /// such a registration may list no sender ID.
     public func registerDevice(app: String, senders: [String], platform: Platform,
-                               webSubscription: WebPushSubscription? = nil) async throws(DeviceManagementError) -> DeviceRecord {
-        let record = try newRegistration(app: app, senders: senders, platform: platform, webSubscription: webSubscription)
-        try await commit([.upsertDevice(record)])
+                               webSubscription: WebPushSubscription? = nil,
+                               apns: APNsTokenRequest? = nil) async throws(DeviceManagementError) -> DeviceRecord {
+        var apnsToken: String?
+        switch apns {
+        case nil: break
+        case .generate?: apnsToken = RandomText.hex(64)
+        case .token(let given)?:
+            let hex = given.lowercased()
+            guard hex.utf8.count == 64, hex.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
+                throw .invalidRequest("\"apns_token\" must be 64 hexadecimal digits (32 bytes)")
+            }
+            apnsToken = hex
+        }
+        let record = try newRegistration(app: app, senders: senders, platform: platform, webSubscription: webSubscription,
+                                         apnsToken: apnsToken)
+        var ops: [StoreOp] = [.upsertDevice(record)]
+        if let apnsToken {
+            let holder = state.withLock { s in s.apnsTokens[apnsToken].flatMap { s.devices[$0] } }
+            if let holder, holder.status == .active {
+                throw .invalidRequest("APNs token \(apnsToken) is registered by an installed app (\(holder.token))")
+            }
+            // Registered again: the provider must no longer read this token as gone.
+            ops.append(.removeAPNsFeedbackToken(bundleID: record.app, deviceToken: apnsToken))
+        }
+        try await commit(ops)
         state.withLock { s in Self.add(record, &s) }
         return record
     }
 
     /// A new registration (token, device id, secret), checked but not stored yet.
     func newRegistration(app: String, senders: [String], platform: Platform,
-                         webSubscription: WebPushSubscription?) throws(DeviceManagementError) -> DeviceRecord {
+                         webSubscription: WebPushSubscription? = nil,
+                         apnsToken: String? = nil) throws(DeviceManagementError) -> DeviceRecord {
         if platform == .web && webSubscription == nil {
             throw .invalidRequest("a web device needs \"subscription\" (the browser's PushSubscription: endpoint and keys)")
         }
@@ -24,9 +49,12 @@ extension Engine {
         }
         let app = app.trimmingWhitespace
         guard !app.isEmpty, app.count <= 255 else { throw .invalidRequest("\"app\" must be a non-empty package name") }
+        if apnsToken != nil && platform != .ios {
+            throw .invalidRequest("an APNs device token needs \"platform\": \"ios\"")
+        }
         var unique: [String] = []
         for s in senders where !unique.contains(s) { unique.append(s) }
-        guard !unique.isEmpty else { throw .invalidRequest("\"senders\" must list at least one sender ID") }
+        guard !unique.isEmpty || apnsToken != nil else { throw .invalidRequest("\"senders\" must list at least one sender ID") }
         guard unique.count <= configuration.maxSendersPerDevice else {
             throw .invalidRequest("at most \(configuration.maxSendersPerDevice) sender IDs per registration")
         }
@@ -38,13 +66,14 @@ extension Engine {
         return DeviceRecord(token: RegistrationToken.make(instanceID: instanceID),
                             deviceID: RandomText.hex(16), secret: RandomText.hex(32), app: app,
                             platform: platform, senders: unique, createdAt: clock.nowMillis(),
-                            state: DeviceState().json, webSubscription: webSubscription)
+                            state: DeviceState().json, webSubscription: webSubscription, apnsToken: apnsToken)
     }
 
     static func add(_ record: DeviceRecord, _ s: inout State) {
         s.devices[record.token] = record
         s.deviceStates[record.token] = DeviceState(json: record.state)
         s.tokenByDeviceID[record.deviceID] = record.token
+        if let apns = record.apnsToken { s.apnsTokens[apns] = record.token }
     }
 
     func commit(_ ops: [StoreOp]) async throws(DeviceManagementError) {
@@ -230,6 +259,9 @@ extension Engine {
         }
         guard let (entry, app) = found else { return }
         let m = entry.message
+        if m.kind == .apnsNotification {
+            recordAPNsDelivery(m, deviceToken: state.withLock { $0.devices[token]?.apnsToken })
+        }
         var ops: [StoreOp] = []
         if !entry.toTray, !m.deliveryReceiptRequested, let early = entry.early, early.ticket.cancel() {
             // Confirmed before its write was taken: it never reaches the disk, and the app server's
@@ -318,9 +350,11 @@ extension Engine {
         if let fresh {
             add(fresh, &s)
             ops.append(.upsertDevice(fresh))
+            if let apns = fresh.apnsToken { ops.append(.removeAPNsFeedbackToken(bundleID: fresh.app, deviceToken: apns)) }
         }
         return Change(value: link, ops: ops, undo: { [device] s in
             if let fresh, s.devices[fresh.token] == fresh {
+                if let apns = fresh.apnsToken { s.apnsTokens[apns] = token }
                 s.devices[fresh.token] = nil
                 s.deviceStates[fresh.token] = nil
                 s.tokenByDeviceID[fresh.deviceID] = nil
@@ -336,8 +370,9 @@ extension Engine {
     /// removal and the new registration are one change (one transaction).
     public func reinstall(token: String) async throws(DeviceManagementError) -> DeviceRecord {
         guard let old = device(token: token) else { throw .unknownDevice(token) }
+        // The same device keeps its APNs token for the app (iOS hands the reinstalled app the same one).
         let fresh = try newRegistration(app: old.app, senders: old.senders, platform: old.platform,
-                                        webSubscription: old.webSubscription)
+                                        webSubscription: old.webSubscription, apnsToken: old.apnsToken)
         let link: (any DeviceLink)? = try await change { s in
             guard let before = s.devices[token] else { return .failure(.unknownDevice(token)) }
             if let newer = before.replacedBy {
@@ -356,6 +391,8 @@ extension Engine {
         let (count, links): (Int, [any DeviceLink]) = try await change { s in
             let before = (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending, s.upstreamIDs, s.topics)
             let groupsBefore = s.groups
+            let apnsBefore = s.apnsTokens
+            s.apnsTokens = [:]
             let links = s.online.values.map(\.link)
             let count = s.devices.count
             s.groups.removeAll()
@@ -371,6 +408,7 @@ extension Engine {
                 guard s.devices.isEmpty else { return }
                 (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending, s.upstreamIDs, s.topics) = before
                 s.groups = groupsBefore
+                s.apnsTokens = apnsBefore
             }))
         }
         for link in links { link.close() }

@@ -27,16 +27,28 @@ extension Engine {
             fanOut(request.message, target: request.target, senderID: request.sender, completion: completion)
         case .group(let key):
             sendToGroup(request.message, key: key, senderID: request.sender, completion: completion)
+        case .apnsDeviceToken(let deviceToken):
+            sendAPNs(request.message, deviceToken: deviceToken, bundleID: request.sender, completion: completion)
         }
     }
 
+    /// Who a message comes from: an FCM sender, or an APNs provider (the sender is then the bundle id,
+    /// already checked against the registration by `sendAPNs`).
+    enum Origin {
+        case fcm
+        case apns(deviceToken: String)
+    }
+
     /// One message to one token.
-    func send(_ message: Message, to: String, senderID: String, completion: @escaping @Sendable (SendResult) -> Void) {
+    func send(_ message: Message, to: String, senderID: String, origin: Origin = .fcm,
+              completion: @escaping @Sendable (SendResult) -> Void) {
         let now = clock.nowMillis()
         let lookup: Lookup = state.withLock { s in
             guard let device = s.devices[to] else { return .refused(.invalidRegistration(token: to)) }
             if device.status != .active { return .refused(.unregistered(token: to)) }
-            guard device.senders.contains(senderID) else { return .refused(.senderMismatch(token: to, sender: senderID)) }
+            if case .fcm = origin, !device.senders.contains(senderID) {
+                return .refused(.senderMismatch(token: to, sender: senderID))
+            }
             if let package = message.restrictedPackageName, package != device.app {
                 return .refused(.packageMismatch(token: to, package: package))
             }
@@ -50,9 +62,17 @@ extension Engine {
         case .refused(let error): completion(.refused(error)); return
         case .found(let a, let p, let id, let st, let o): (app, platform, deviceMessageID, deviceState, online) = (a, p, id, st, o)
         }
-        let queued = Self.queuedMessage(message, token: to, app: app, senderID: senderID,
+        let queued: QueuedMessage
+        switch origin {
+        case .fcm:
+            queued = Self.queuedMessage(message, token: to, app: app, senderID: senderID,
                                         deviceMessageID: deviceMessageID, now: now)
-        if platform == .ios {
+        case .apns(let deviceToken):
+            queued = Self.apnsQueuedMessage(message, token: to, bundleID: senderID, deviceToken: deviceToken,
+                                            deviceMessageID: deviceMessageID, now: now)
+        }
+        // The gateway checks an APNs notification's own limit; FCM's translation is for FCM messages.
+        if platform == .ios, case .fcm = origin {
             // What APNs would get after FCM's translation must fit APNs's limit (a dry run too).
             let apns = APNsNotification.translate(DeliveredMessage(
                 payloadJSON: queued.payload, platformBlocksJSON: queued.platformBlocks, acceptedAtMillis: now, app: app,

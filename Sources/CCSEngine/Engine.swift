@@ -161,11 +161,15 @@ public final class Engine: Sendable {
         var taps: Set<String> = []
         var topics = TopicRegistry()
         var groups = DeviceGroupRegistry()
+        /// APNs device token → the registration token of its newest registration.
+        var apnsTokens: [String: String] = [:]
     }
 
     public let configuration: Configuration
     public let clock: any EngineClock
     public let committer: GroupCommitter
+    /// The APNs gateway's accepted, rejected and delivered notifications (admin API).
+    public let apnsActivity = APNsActivity()
     public var store: Store { committer.store }
     let logger: Logger
     let state: Mutex<State>
@@ -182,6 +186,7 @@ public final class Engine: Sendable {
             s.devices[device.token] = device
             s.deviceStates[device.token] = DeviceState(json: device.state)
             s.tokenByDeviceID[device.deviceID] = device.token
+            if let apns = device.apnsToken { s.apnsTokens[apns] = device.token }  // newest last: it wins
         }
         for t in try committer.store.loadSubscriptions() {
             s.topics.add(.init(senderID: t.senderID, name: t.topic), token: t.token, at: t.addedAt)

@@ -31,12 +31,16 @@ public struct DeviceRecord: Sendable, Equatable {
     public var replacedBy: String?
     /// A web device's Push API subscription (nil on Android and iOS).
     public var webSubscription: WebPushSubscription?
+    /// The iOS app's APNs device token (64 lower-case hex digits), when it registered for APNs; its
+    /// bundle id is `app` (docs/apns.md).
+    public var apnsToken: String?
 
     public init(token: String, deviceID: String, secret: String, app: String, platform: Platform,
                 senders: [String], createdAt: Int64, status: DeviceStatus = .active, state: String = "{}",
-                replacedBy: String? = nil, webSubscription: WebPushSubscription? = nil) {
+                replacedBy: String? = nil, webSubscription: WebPushSubscription? = nil, apnsToken: String? = nil) {
         self.replacedBy = replacedBy
         self.webSubscription = webSubscription
+        self.apnsToken = apnsToken
         self.token = token
         self.deviceID = deviceID
         self.secret = secret
@@ -178,6 +182,21 @@ public struct DeviceGroupRecord: Sendable, Equatable {
     }
 }
 
+/// A feedback-service tuple: a notification reached a device whose app (the bundle id) was uninstalled.
+public struct APNsFeedbackRecord: Sendable, Equatable {
+    public var bundleID: String
+    /// 64 lower-case hex digits.
+    public var deviceToken: String
+    /// Seconds since the epoch (the engine's clock), when the app was found gone.
+    public var timestamp: Int64
+
+    public init(bundleID: String, deviceToken: String, timestamp: Int64) {
+        self.bundleID = bundleID
+        self.deviceToken = deviceToken
+        self.timestamp = timestamp
+    }
+}
+
 /// One change to durable state. A batch of them is applied in one transaction.
 public enum StoreOp: Sendable, Equatable {
     case upsertSender(SenderRecord)
@@ -213,6 +232,12 @@ public enum StoreOp: Sendable, Equatable {
     /// Every subscription of the token (its app was uninstalled).
     case removeSubscriptions(token: String)
     case fanOut(FanOut)
+    /// Records (or refreshes the time of) a feedback tuple.
+    case addAPNsFeedback(APNsFeedbackRecord)
+    /// Tuples a feedback connection has read: each goes unless it was refreshed since.
+    case removeAPNsFeedback([APNsFeedbackRecord])
+    /// The app registered again on this device token: its tuples go (the provider must not drop it).
+    case removeAPNsFeedbackToken(bundleID: String, deviceToken: String)
 }
 
 /// One app instance's subscription to one of its sender's topics.

@@ -141,6 +141,20 @@ public final class Store: Sendable {
                 CREATE UNIQUE INDEX device_group_by_name ON device_group(sender_id, name);
                 """)
         }
+        m.registerMigration("v6: apns") { db in
+            // Not unique: an uninstalled registration keeps its token while a new one takes it over
+            // (the engine maps a token to its newest registration).
+            try db.execute(sql: """
+                ALTER TABLE device ADD COLUMN apns_token TEXT;
+                CREATE INDEX device_by_apns_token ON device(apns_token) WHERE apns_token IS NOT NULL;
+                CREATE TABLE apns_feedback (
+                  bundle_id TEXT NOT NULL,
+                  device_token TEXT NOT NULL,
+                  timestamp INTEGER NOT NULL,
+                  PRIMARY KEY (bundle_id, device_token)
+                ) WITHOUT ROWID;
+                """)
+        }
         m.registerMigration("v7: platforms") { db in
             // A web device's push subscription (JSON); the platform's view of a notification in the
             // tray, rendered when it landed there (the queue row with its v1 blocks is gone by then).
@@ -277,14 +291,15 @@ public final class Store: Sendable {
         case .upsertDevice(let d):
             try db.cachedStatement(sql: """
                 INSERT INTO device(token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by,
-                  web_subscription, device_key)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT IFNULL(MAX(device_key), 0) + 1 FROM device))
+                  web_subscription, apns_token, device_key)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT IFNULL(MAX(device_key), 0) + 1 FROM device))
                 ON CONFLICT(token) DO UPDATE SET secret = excluded.secret, app = excluded.app,
                   platform = excluded.platform, senders = excluded.senders, status = excluded.status,
-                  state = excluded.state, replaced_by = excluded.replaced_by, web_subscription = excluded.web_subscription
+                  state = excluded.state, replaced_by = excluded.replaced_by, web_subscription = excluded.web_subscription,
+                  apns_token = excluded.apns_token
                 """).execute(arguments: [d.token, d.deviceID, d.secret, d.app, d.platform.rawValue,
                                  d.senders.joined(separator: ","), d.createdAt, d.status.rawValue, d.state, d.replacedBy,
-                                 d.webSubscription?.json.encoded()])
+                                 d.webSubscription?.json.encoded(), d.apnsToken])
         case .enqueue(let m, let limits):
             try enqueue(m, limits: limits, in: db)
         case .removeMessage(let token, let id):
@@ -321,7 +336,8 @@ public final class Store: Sendable {
         case .removeDeviceGroup(let id):
             try db.cachedStatement(sql: "DELETE FROM device_group WHERE id = ?").execute(arguments: [id])
         case .removeAllDevices:
-            for table in ["device", "queued_message", "outbound", "tray", "topic_subscription", "message_body", "device_group"] {
+            for table in ["device", "queued_message", "outbound", "tray", "topic_subscription", "message_body", "device_group",
+                          "apns_feedback"] {
                 try db.execute(sql: "DELETE FROM \(table)")
             }
         case .setMeta(let key, let value):
@@ -339,6 +355,19 @@ public final class Store: Sendable {
             try db.cachedStatement(sql: "DELETE FROM topic_subscription WHERE device_key = (SELECT device_key FROM device WHERE token = ?)").execute(arguments: [token])
         case .fanOut(let fanOut):
             try Self.fanOut(fanOut, in: db)
+        case .addAPNsFeedback(let f):
+            try db.cachedStatement(sql: """
+                INSERT INTO apns_feedback(bundle_id, device_token, timestamp) VALUES (?, ?, ?)
+                ON CONFLICT(bundle_id, device_token) DO UPDATE SET timestamp = excluded.timestamp
+                """).execute(arguments: [f.bundleID, f.deviceToken, f.timestamp])
+        case .removeAPNsFeedback(let read):
+            let delete = try db.cachedStatement(sql: """
+                DELETE FROM apns_feedback WHERE bundle_id = ? AND device_token = ? AND timestamp <= ?
+                """)
+            for f in read { try delete.execute(arguments: [f.bundleID, f.deviceToken, f.timestamp]) }
+        case .removeAPNsFeedbackToken(let bundleID, let token):
+            try db.cachedStatement(sql: "DELETE FROM apns_feedback WHERE bundle_id = ? AND device_token = ?")
+                .execute(arguments: [bundleID, token])
         }
     }
 
@@ -355,7 +384,7 @@ public final class Store: Sendable {
 
     /// Drops the device's stored messages with this collapse key (a newer one replaces them).
     static func collapse(device: Int64, key: String, in db: Database) throws {
-        try db.cachedStatement(sql: "DELETE FROM queued_message WHERE device_key = ? AND collapse_key = ? AND kind = 'message'").execute(arguments: [device, key])
+        try db.cachedStatement(sql: "DELETE FROM queued_message WHERE device_key = ? AND collapse_key = ? AND kind IN ('message', 'apns')").execute(arguments: [device, key])
     }
 
     /// Stores one message for its device (`m.token` is not read: `device` names it).
@@ -401,7 +430,7 @@ public final class Store: Sendable {
     /// FCM keeps at most `keeping` collapse keys per device: the oldest keys' messages go.
     static func trimCollapseKeys(device: Int64, keeping: Int, in db: Database) throws {
         let keys = try String.fetchAll(db.cachedStatement(sql: """
-            SELECT collapse_key FROM queued_message WHERE device_key = ? AND collapse_key IS NOT NULL AND kind = 'message'
+            SELECT collapse_key FROM queued_message WHERE device_key = ? AND collapse_key IS NOT NULL AND kind IN ('message', 'apns')
             GROUP BY collapse_key ORDER BY MIN(seq)
             """), arguments: [device])
         for key in keys.dropLast(keeping) { try collapse(device: device, key: key, in: db) }
@@ -421,7 +450,7 @@ public final class Store: Sendable {
         try read { db in
             try Row.fetchAll(db, sql: """
                 SELECT token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by,
-                  web_subscription FROM device
+                  web_subscription, apns_token FROM device ORDER BY created_at, token
                 """).map { row in
                 let senders: String = row[5]
                 let subscription: String? = row[10]
@@ -431,7 +460,8 @@ public final class Store: Sendable {
                                     createdAt: row[6], status: DeviceStatus(rawValue: row[7]) ?? .uninstalled,
                                     state: row[8], replacedBy: row[9],
                                     webSubscription: subscription.flatMap { try? JSONValue.parse($0) }
-                                        .flatMap { try? WebPushSubscription.parse($0).get() })
+                                        .flatMap { try? WebPushSubscription.parse($0).get() },
+                                    apnsToken: row[11])
             }
         }
     }
@@ -494,6 +524,17 @@ public final class Store: Sendable {
                 SELECT s.sender_id, s.topic, d.token, s.added_at FROM topic_subscription s JOIN device d ON d.device_key = s.device_key
                 """).map {
                 TopicSubscription(senderID: $0[0], topic: $0[1], token: $0[2], addedAt: $0[3])
+            }
+        }
+    }
+
+    /// The feedback tuples of one app (bundle id), oldest first.
+    public func apnsFeedback(bundleID: String) throws -> [APNsFeedbackRecord] {
+        try read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT bundle_id, device_token, timestamp FROM apns_feedback WHERE bundle_id = ? ORDER BY timestamp, device_token
+                """, arguments: [bundleID]).map {
+                APNsFeedbackRecord(bundleID: $0[0], deviceToken: $0[1], timestamp: $0[2])
             }
         }
     }

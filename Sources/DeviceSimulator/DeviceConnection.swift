@@ -13,8 +13,12 @@ public struct DeviceCredentials: Sendable, Equatable {
     public var app: String
     public var senders: [String]
     public var platform: String
+    /// The APNs device token (64 hex digits) when the iOS app registered for APNs.
+    public var apnsToken: String?
 
-    public init(token: String, deviceID: String, secret: String, app: String, senders: [String], platform: String) {
+    public init(token: String, deviceID: String, secret: String, app: String, senders: [String], platform: String,
+                apnsToken: String? = nil) {
+        self.apnsToken = apnsToken
         self.token = token
         self.deviceID = deviceID
         self.secret = secret
@@ -35,6 +39,7 @@ public struct DeviceCredentials: Sendable, Equatable {
             senders = s.compactMap { if case .string(let v) = $0 { return v } else { return nil } }
         } else { senders = [] }
         if case .string(let p)? = o["platform"] { platform = p } else { platform = "android" }
+        apnsToken = o["apns_token"]?.stringValue
     }
 }
 

@@ -95,6 +95,9 @@ extension FCMHTTPAPI {
             case .error(let name)?: return Self.plainText("Error=\(name)")
             case nil: return Self.plainText("Error=MissingRegistration")
             }
+        case .apnsDeviceToken:
+            // The legacy decoder makes no APNs target: those come through the APNs gateway only.
+            return Self.plainText(status: .internalServerError, "InternalServerError")
         case .group(let key):
             // The deprecated `notification_key` field: the same group send as `to` = key.
             let sender = senders(for: [key], caller)[0]

@@ -13,6 +13,9 @@ public struct EmulatorInfo: Sendable {
     public var caCertPath: String
     public var caCertPEM: String
     public var dataDir: String
+    /// The APNs gateway and feedback ports (0: not known).
+    public var apnsPort = 0
+    public var apnsFeedbackPort = 0
 
     public init(ccsPort: Int, devicePort: Int, httpPort: Int, caCertPath: String, caCertPEM: String, dataDir: String) {
         self.ccsPort = ccsPort
@@ -128,6 +131,7 @@ public struct AdminAPI: Sendable {
         addDeviceControlRoutes(to: v1)
         addTopicRoutes(to: v1)
         addDeviceGroupRoutes(to: v1)
+        addAPNsRoutes(to: v1)
         v1.post("connections/:id/drain") { _, context in
             let id = try context.parameters.require("id")
             guard self.engine.drain(connectionID: id) else { throw APIError.notFound("no connection with id \(id)") }
@@ -147,6 +151,7 @@ public struct AdminAPI: Sendable {
             ]),
             "ccs_port": .int(Int64(i.ccsPort)), "device_port": .int(Int64(i.devicePort)),
             "http_port": .int(Int64(i.httpPort)), "ca_cert": .string(i.caCertPath),
+            "apns_port": .int(Int64(i.apnsPort)), "apns_feedback_port": .int(Int64(i.apnsFeedbackPort)),
             "data_dir": .string(i.dataDir), "auth": .string(engine.configuration.authMode.rawValue),
         ]))
     }
@@ -168,7 +173,16 @@ public struct AdminAPI: Sendable {
                 }
             }
         case .string(let s)?: senders = [s]
+        case nil where fields["apns"] != nil || fields["apns_token"] != nil: senders = []  // an APNs-only app
         default: throw APIError.badRequest("\"senders\" (array of sender IDs) is required")
+        }
+        var apns: APNsTokenRequest?
+        switch (fields["apns"], fields["apns_token"]) {
+        case (nil, nil), (.bool(false)?, nil): break
+        case (.bool(true)?, nil), (nil, .null?): apns = .generate
+        case (nil, .string(let token)?), (.bool(true)?, .string(let token)?): apns = .token(token)
+        default:
+            throw APIError.badRequest("\"apns\" must be a boolean and \"apns_token\" a string of 64 hexadecimal digits")
         }
         var platform = Platform.android
         if let p = fields["platform"] {
@@ -188,7 +202,7 @@ public struct AdminAPI: Sendable {
         }
         do {
             let record = try await engine.registerDevice(app: app, senders: senders, platform: platform,
-                                                         webSubscription: subscription)
+                                                         webSubscription: subscription, apns: apns)
             return JSONResponse.make(status: .created, deviceJSON(record, queued: 0, secrets: true))
         } catch {
             throw Self.apiError(error)
@@ -350,6 +364,7 @@ public struct AdminAPI: Sendable {
         }
         if secrets { fields["device_secret"] = .string(d.secret) }
         if let subscription = d.webSubscription { fields["subscription"] = subscription.json }
+        if let apns = d.apnsToken { fields["apns_token"] = .string(apns) }
         var topics: [String: JSONValue] = [:]
         for sender in d.senders {
             let names = (engine.topics(token: d.token, senderID: sender) ?? [:]).keys.sorted()

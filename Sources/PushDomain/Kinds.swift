@@ -21,6 +21,8 @@ public enum MessageKind: String, Sendable, CaseIterable {
     case deletedMessages = "deleted_messages"
     /// An upstream message of this device could not be delivered (`onSendError()`).
     case sendError = "send_error"
+    /// A notification from the APNs legacy binary gateway for an iOS app (docs/apns.md).
+    case apnsNotification = "apns"
 }
 
 /// What waits for an app server.

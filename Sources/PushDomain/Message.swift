@@ -83,6 +83,9 @@ public enum Target: Sendable, Equatable {
     case condition(String)
     /// A device group's notification key.
     case group(String)
+    /// An APNs device token (64 lower-case hex digits) of an iOS app; the request's `sender` is then
+    /// the app's bundle id, the topic the provider certificate names (docs/apns.md).
+    case apnsDeviceToken(String)
 }
 
 /// Why the service refuses a message for one token. Front ends render each in their own words (a

@@ -14,7 +14,8 @@ struct Bench: AsyncParsableCommand {
             Scenarios: downstream (app servers → devices), upstream (devices → app servers), connections (idle \
             authenticated TLS connections: memory and connect rate), http-v1 and http-legacy (the FCM HTTP \
             APIs → devices, and the HTTP server's no-op ceiling), xmpp-chat (the same shape against any \
-            standard XMPP server, e.g. Prosody or ejabberd). `ccs-emulator bench SCENARIO --help` lists a \
+            standard XMPP server, e.g. Prosody or ejabberd), topic (one topic fan-out, in process) and apns (APNs \
+            providers → iOS devices through the binary gateway, in process). `ccs-emulator bench SCENARIO --help` lists a \
             scenario's options and defaults. Closed loop (window always full) unless --rate asks for a fixed \
             schedule. With --server-pid (or --embedded) the result includes the server's CPU seconds per 1000 \
             delivered messages and its RSS, read from /proc. A progress line appears on a terminal, never on \
@@ -25,7 +26,7 @@ struct Bench: AsyncParsableCommand {
             empties its store and keeps its CA; an --embedded run's store is deleted after the run.
             """,
         subcommands: [BenchDownstream.self, BenchUpstream.self, BenchConnections.self, BenchXMPPChat.self,
-                      BenchHTTPV1.self, BenchHTTPLegacy.self, BenchTopic.self])
+                      BenchHTTPV1.self, BenchHTTPLegacy.self, BenchTopic.self, BenchAPNs.self])
 }
 
 /// Options of every scenario that sends messages (downstream, upstream, xmpp-chat).
@@ -198,6 +199,8 @@ struct EmbeddedBenchServer {
         c.ccsPort = 0
         c.devicePort = 0
         c.httpPort = 0
+        c.apns.gatewayPort = 0
+        c.apns.feedbackPort = 0
         configure(&c)
         // Critical only: the emulator's own shutdown noise would interleave with the result.
         let emulator = try await Emulator.start(c, logger: makeLogger("ccs-emulator", level: .critical))

@@ -17,7 +17,7 @@ struct CCSEmulatorCommand: AsyncParsableCommand {
             HTTP on port 8080 under /emulator/v1/. See README.md and docs/.
             """,
         version: ccsEmulatorVersion,
-        subcommands: [Serve.self, Device.self, Send.self, Credentials.self, Bench.self],
+        subcommands: [Serve.self, Device.self, Send.self, Credentials.self, APNsCert.self, Bench.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -58,7 +58,8 @@ struct Serve: AsyncParsableCommand {
         discussion: """
             When every listener is up, prints one JSON line {"event":"ready","ccs_port":…,"device_port":…,\
             "http_port":…,"ca_cert":…,"data_dir":…} on stdout (and writes it to --ready-file), with \
-            "https_port" and "proxy_port" when those are served. Without \
+            "https_port" and "proxy_port" when those are served, and "apns_port" and "apns_feedback_port" \
+            (the APNs legacy binary gateway and feedback service, docs/apns.md). Without \
             --tls-cert a development CA and a server certificate for localhost, 127.0.0.1, ::1 and the CCS and FCM \
             host names are created in DATA_DIR/tls and kept; trust DATA_DIR/tls/ca.pem in your client. SIGTERM or \
             SIGINT: CONNECTION_DRAINING to every app server, then a clean exit. One server per data dir: \
@@ -81,6 +82,14 @@ struct Serve: AsyncParsableCommand {
     var httpsPort: Int?
     @Option(help: "Proxy mode: an HTTP CONNECT proxy (HTTPS_PROXY=http://HOST:PORT) that tunnels only to the Google hosts the emulator plays. 0 picks a free port. Default: off.")
     var proxyPort: Int?
+    @Option(help: "APNs legacy binary gateway port (TLS, provider certificate from `ccs-emulator apns-cert`). 0 picks a free port.")
+    var apnsPort = 2195
+    @Option(help: "APNs feedback service port (TLS, the same provider certificates). 0 picks a free port.")
+    var apnsFeedbackPort = 2196
+    @Option(help: "Largest APNs payload in bytes: 2048 (iOS 8 on), or 256 as the gateway started.")
+    var apnsPayloadLimit = 2048
+    @Flag(help: "Also accept TLS 1.0 and 1.1 on the APNs ports, for very old provider libraries (default: TLS 1.2 only).")
+    var apnsAllowTls1 = false
     @Flag(help: .hidden)
     var benchRoutes = false
     @Option(help: "permissive: any numeric sender ID with a non-empty key is accepted; strict: only senders from --config.")
@@ -120,12 +129,16 @@ struct Serve: AsyncParsableCommand {
 
     func validate() throws {
         for (name, port) in [("--ccs-port", ccsPort), ("--device-port", devicePort), ("--http-port", httpPort),
-                             ("--https-port", httpsPort ?? 0), ("--proxy-port", proxyPort ?? 0)]
+                             ("--https-port", httpsPort ?? 0), ("--proxy-port", proxyPort ?? 0),
+                             ("--apns-port", apnsPort), ("--apns-feedback-port", apnsFeedbackPort)]
         where !(0...65535).contains(port) {
             throw ValidationError("\(name) must be 0...65535")
         }
         if maxPending < 1 || maxUnacked < 1 || maxConnections < 1 {
             throw ValidationError("--max-pending, --max-unacked and --max-connections must be at least 1")
+        }
+        if !(256...65_535).contains(apnsPayloadLimit) {
+            throw ValidationError("--apns-payload-limit must be 256...65535 bytes (Apple: 2048, originally 256)")
         }
         if let threads, !(1...256).contains(threads) { throw ValidationError("--threads must be 1...256") }
         if !(0...1000).contains(liveWriteDelay) { throw ValidationError("--live-write-delay must be 0...1000") }
@@ -151,6 +164,10 @@ struct Serve: AsyncParsableCommand {
         c.httpsPort = httpsPort
         c.proxyPort = proxyPort
         c.benchRoutes = benchRoutes
+        c.apns.gatewayPort = apnsPort
+        c.apns.feedbackPort = apnsFeedbackPort
+        c.apns.payloadLimit = apnsPayloadLimit
+        c.apns.allowTLS1 = apnsAllowTls1
         c.authMode = auth
         c.configFile = config
         c.tlsCertificatePath = tlsCert

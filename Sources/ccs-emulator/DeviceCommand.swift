@@ -25,7 +25,10 @@ struct Device: AsyncParsableCommand {
             (as the app's subscribeToTopic; answered with a subscribed / unsubscribed event), {"show":"groups"} \
             (the device groups the device belongs to). End of input: \
             disconnect and exit 0. If the emulator cannot be reached (or --emulator is not its HTTP port), \
-            prints one error line and exits 1. See docs/device-protocol.md.
+            prints one error line and exits 1. With --platform ios --apns the app also registers for APNs \
+            (the registered event shows its apns_token) and each notification from the APNs gateway prints an \
+            apns event: the payload, alert, badge, sound, content_available and mutable_content (docs/apns.md). \
+            See docs/device-protocol.md.
             """)
 
     @Option(help: "The emulator's HTTP base URL: its --http-port, not the CCS or device port.")
@@ -42,11 +45,14 @@ struct Device: AsyncParsableCommand {
     var imageTimeout: Double?
     @Option(help: "Reuse this existing registration instead of registering anew.")
     var token: String?
+    @Flag(help: "iOS only: also register for APNs (a device token for the app's bundle id, --app).")
+    var apns = false
 
     func validate() throws {
-        if token == nil && (senders.isEmpty || app == nil) {
-            throw ValidationError("give --app and at least one --sender (or --token)")
+        if token == nil && (app == nil || (senders.isEmpty && !apns)) {
+            throw ValidationError("give --app and at least one --sender or --apns (or --token)")
         }
+        if apns && platform != "ios" { throw ValidationError("--apns needs --platform ios") }
         if !["android", "ios", "web"].contains(platform) { throw ValidationError("--platform is android, ios or web") }
         if let t = imageTimeout, !(t >= 0.1 && t <= 120) { throw ValidationError("--image-timeout is 0.1 to 120 seconds") }
         if let subscription {
@@ -67,7 +73,7 @@ struct Device: AsyncParsableCommand {
         do {
             let subscriptionJSON = try subscription.map { try JSONValue.parse($0) }
             try await session.start(token: token, app: app ?? "", senders: senders, platform: platform,
-                                    subscription: subscriptionJSON)
+                                    subscription: subscriptionJSON, apns: apns)
             for await command in StdinCommands().stream {
                 do { try await session.handle(command) } catch {
                     DeviceSession.emitError(error)
@@ -124,7 +130,8 @@ struct DeviceSession {
         emit(["event": .string("error"), "error": .string(text)])
     }
 
-    mutating func start(token: String?, app: String, senders: [String], platform: String, subscription: JSONValue?) async throws {
+    mutating func start(token: String?, app: String, senders: [String], platform: String, subscription: JSONValue?,
+                        apns: Bool = false) async throws {
         // The first request tells whether --emulator is the admin API at all: the CCS and device ports
         // speak TLS and hang up on plain HTTP, and a port where nothing listens refuses the connection.
         let info: JSONValue
@@ -155,6 +162,7 @@ struct DeviceSession {
                 "app": .string(app), "senders": .array(senders.map { .string($0) }), "platform": .string(platform),
             ]
             if platform == "web" { body["subscription"] = subscription ?? Self.newSubscription() }
+            if apns { body["apns"] = .bool(true) }
             try adoptRegistration(try await http.postJSON("/emulator/v1/devices", .object(body)))
         }
         if let c = credentials {
@@ -182,9 +190,12 @@ struct DeviceSession {
     private mutating func adoptRegistration(_ json: JSONValue) throws {
         guard let c = DeviceCredentials(json: json) else { throw DeviceSessionError("unexpected registration answer") }
         credentials = c
-        Self.emit(["event": .string("registered"), "token": .string(c.token), "device_id": .string(c.deviceID),
-                   "app": .string(c.app), "senders": .array(c.senders.map { .string($0) }),
-                   "platform": .string(c.platform)])
+        var fields: [String: JSONValue] = [
+            "event": .string("registered"), "token": .string(c.token), "device_id": .string(c.deviceID),
+            "app": .string(c.app), "senders": .array(c.senders.map { .string($0) }), "platform": .string(c.platform),
+        ]
+        if let apns = c.apnsToken { fields["apns_token"] = .string(apns) }
+        Self.emit(fields)
     }
 
     mutating func stop() async {
@@ -230,6 +241,12 @@ struct DeviceSession {
             case "send_error"?:
                 emit(["event": .string("send_error"), "message_id": message["message_id"] ?? .null,
                       "error": message["error"] ?? .null])
+            case "apns"?:
+                guard case .object(var fields) = APNsPresentation(message: message)?.json ?? .object([:]) else { return }
+                fields["event"] = .string("apns")
+                fields["message_id"] = message["message_id"] ?? .null
+                fields["apns"] = message["apns"] ?? .null
+                emit(fields)
             default:
                 emit(["event": .string(toTray ? "notification" : "message"), "message": message])
             }

@@ -114,3 +114,15 @@ def test_http_scenarios_count_exactly(scenario, tls):
     c = noop["counts"]
     assert c["sent"] == c["acked"] == 120 and c["errors"] == 0 and c["delivered"] == 0, noop
     assert ratio["scenario"] == f"{scenario}-vs-noop" and ratio["ratio"] > 0, ratio
+
+
+def test_apns_counts_exactly():
+    r = bench("apns", "--notifications", "3000", "--devices", "5", "--connections", "3")
+    assert r["scenario"] == "apns" and r["connections"] == 3 and r["devices"] == 5
+    assert (r["accepted"], r["delivered"], r["refused_connections"]) == (3000, 3000, 0), r
+    assert r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] <= r["latency_ms"]["max"], r
+
+
+def test_apns_at_a_fixed_rate_counts_exactly():
+    r = bench("apns", "--notifications", "400", "--devices", "2", "--connections", "2", "--rate", "2000")
+    assert (r["accepted"], r["delivered"], r["rate"]) == (400, 400, 2000), r

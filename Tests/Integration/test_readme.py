@@ -272,3 +272,28 @@ def test_admin_sdk_example_both_redirections(tmp_path):
         assert [q["payload"]["data"] for q in device["queue"]] == [{"hello": "v1"}, {"hello": "v1"}], device
     finally:
         srv.stop()
+
+
+def test_apns_provider_example(readme_server, workdir):
+    """The APNs section: apns-cert and the device as written, then provider.py (pushjack) with the
+    emulator's ports in place of 2195/2196 and the device's token as its argument."""
+    pytest.importorskip("pushjack")
+    srv = readme_server
+    sh = block("ccs-emulator apns-cert --bundle-id").strip().splitlines()
+    cert = subprocess.run(shlex.split(substitute(sh[0], "ccs-emulator", emulator_bin())), cwd=workdir,
+                          capture_output=True, timeout=RUN_TIMEOUT)
+    assert cert.returncode == 0, cert
+    command = substitute(substitute(sh[1], "ccs-emulator", emulator_bin()), "http://127.0.0.1:8080", srv.http_base)
+    device = Lines(shlex.split(command), cwd=workdir)
+    token = device.next_event("registered")["apns_token"]
+    device.next_event("connected")
+    script = block("# provider.py", info="python")
+    script = substitute(script, '"127.0.0.1", 2195', f'"127.0.0.1", {srv.ready["apns_port"]}')
+    script = substitute(script, '"127.0.0.1", 2196', f'"127.0.0.1", {srv.ready["apns_feedback_port"]}')
+    (workdir / "provider.py").write_text(script)
+    run = subprocess.run([sys.executable, "provider.py", token], cwd=workdir, capture_output=True, timeout=RUN_TIMEOUT)
+    assert run.returncode == 0, run
+    assert run.stdout.decode().strip() == "errors: [] expired: []", run
+    event = device.next_event("apns")
+    assert (event["alert"], event["badge"], event["sound"]) == ("Hello from APNs", 1, "default")
+    assert device.end_stdin() == 0

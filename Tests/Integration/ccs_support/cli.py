@@ -45,7 +45,8 @@ def serve_must_fail(data_dir: Path, *args: str, timeout: float = RUN_TIMEOUT) ->
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     ready = data_dir.parent / f"{data_dir.name}.must-fail.ready.json"
     ready.unlink(missing_ok=True)
-    ports = {"--ccs-port": "0", "--device-port": "0", "--http-port": "0"}
+    ports = {"--ccs-port": "0", "--device-port": "0", "--http-port": "0", "--apns-port": "0",
+             "--apns-feedback-port": "0"}
     for i, a in enumerate(args):
         if a in ports:
             ports[a] = args[i + 1]

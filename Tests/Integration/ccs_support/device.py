@@ -23,7 +23,7 @@ _EOF = object()
 class DeviceCLI:
     def __init__(self, http_port: int, app: str, senders: list[str], *, platform: str | None = None,
                  token: str | None = None, log_dir: Path | None = None, name: str = "device",
-                 extra: list[str] | None = None):
+                 extra: list[str] | None = None, apns: bool = False):
         args = [emulator_bin(), "device", "--emulator", f"http://127.0.0.1:{http_port}", "--app", app]
         for s in senders:
             args += ["--sender", str(s)]
@@ -32,6 +32,8 @@ class DeviceCLI:
         if token:
             args += [f"--token={token}"]  # a token may start with "-"
         args += extra or []
+        if apns:
+            args += ["--apns"]
         self.args = args
         self.stderr_path = (Path(log_dir) / f"{name}.{time.monotonic_ns()}.stderr.log") if log_dir else None
         err = open(self.stderr_path, "wb") if self.stderr_path else subprocess.DEVNULL

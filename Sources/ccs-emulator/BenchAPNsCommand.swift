@@ -1,0 +1,176 @@
+import ArgumentParser
+import CCSEmulator
+import CCSEngine
+import CCSProtocol
+import CCSStore
+import Foundation
+import LoadGenerator
+import NIOPosix
+import Synchronization
+
+/// `bench apns`: provider connections streaming command-2 frames through the real gateway (TLS, an
+/// embedded emulator as shipped) to online iOS devices, which are in-process device links that
+/// confirm each notification at once (the device channel's own cost is `bench downstream`'s).
+struct BenchAPNs: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apns",
+        abstract: "APNs providers → online iOS devices through the binary gateway (embedded emulator, in process).",
+        discussion: """
+            Starts an emulator in this process (port 0, a temporary data dir, durable SQLite as shipped), issues \
+            a provider certificate, registers --devices iOS devices for APNs and connects them through in-process \
+            device links that confirm each notification as it arrives, then opens --connections provider \
+            connections over TLS that write --notifications command-2 frames in total (as fast as the sockets \
+            take them, or --rate per second in total). Prints accepted and delivered per second, and the \
+            provider-write → device latency (p50/p99/max; each payload carries its write time). See \
+            docs/benchmarks.md.
+            """)
+
+    @Option(help: "Provider connections.")
+    var connections = 4
+    @Option(help: "Online iOS devices the notifications cycle through.")
+    var devices = 100
+    @Option(help: "Notifications in total.")
+    var notifications = 200_000
+    @Option(help: "Notifications per second in total (open loop); default: as fast as possible.")
+    var rate: Double?
+    @Option(help: "Event-loop threads of the generator's provider connections.")
+    var threads = 1
+    @Flag(help: "Print one JSON object instead of text.")
+    var json = false
+
+    func validate() throws {
+        guard (1...1000).contains(connections) else { throw ValidationError("--connections must be 1 … 1000") }
+        guard (1...100_000).contains(devices) else { throw ValidationError("--devices must be 1 … 100000") }
+        guard (1...100_000_000).contains(notifications) else { throw ValidationError("--notifications must be 1 … 100000000") }
+        if let rate, !(rate.isFinite && rate > 0 && rate <= 10_000_000) { throw ValidationError("--rate must be 0 … 10000000") }
+        guard (1...64).contains(threads) else { throw ValidationError("--threads must be 1 … 64") }
+    }
+
+    func run() async throws {
+        let server = try await EmbeddedBenchServer.start { _ in }
+        let engine = server.emulator.engine
+        let bundle = "com.example.bench"
+        let cert = try DevelopmentCA.issueProviderCertificate(bundleID: bundle, sandbox: false,
+                                                              dataDirectory: server.directory,
+                                                              outputDirectory: server.directory + "/apns")
+        var tokens: [[UInt8]] = []
+        var links: [ConfirmingLink] = []
+        for _ in 0..<devices {
+            let device = try await engine.registerDevice(app: bundle, senders: [], platform: .ios, apns: .generate)
+            let link = ConfirmingLink(engine: engine, token: device.token)
+            engine.deviceConnected(token: device.token, link: link)
+            links.append(link)
+            let hex = Array(device.apnsToken!.utf8)
+            tokens.append(stride(from: 0, to: 64, by: 2).map { UInt8(String(decoding: hex[$0..<$0 + 2], as: UTF8.self), radix: 16)! })
+        }
+        await engine.sync()
+
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        let perConnection = notifications / connections
+        var providers: [APNsProviderConnection] = []
+        let acceptedBefore = engine.apnsActivity.counts[.accepted] ?? 0
+        let start = ContinuousClock.now
+        for i in 0..<connections {
+            let count = perConnection + (i < notifications % connections ? 1 : 0)
+            let plan = APNsProviderConnection.Plan(tokens: tokens, count: count, rate: rate.map { $0 / Double(connections) })
+            providers.append(try await APNsProviderConnection.connect(
+                host: "127.0.0.1", port: server.emulator.info.apnsPort, certificatePath: cert.certificatePath,
+                keyPath: cert.keyPath, plan: plan, group: group))
+        }
+        for p in providers { try await p.finished() }
+        let written = ContinuousClock.now - start
+        // Every accepted notification reaches a device: wait for the last one (or 30 s without progress).
+        var lastCount = -1, stalledSince = ContinuousClock.now
+        while true {
+            let delivered = links.reduce(0) { $0 + $1.received.load(ordering: .relaxed) }
+            if delivered >= notifications { break }
+            if delivered != lastCount { lastCount = delivered; stalledSince = .now }
+            if ContinuousClock.now - stalledSince > .seconds(30) { break }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        let elapsed = ContinuousClock.now - start
+        let accepted = (engine.apnsActivity.counts[.accepted] ?? 0) - acceptedBefore
+        let delivered = links.reduce(0) { $0 + $1.received.load(ordering: .relaxed) }
+        let refused = providers.filter { $0.progress.refused.load(ordering: .relaxed) }.count
+        var latencies = links.flatMap { $0.latencies.withLock { $0 } }
+        latencies.sort()
+        func percentile(_ p: Double) -> Double {
+            latencies.isEmpty ? 0 : Double(latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]) / 1e6
+        }
+        for p in providers { await p.close() }
+        try? await group.shutdownGracefully()
+        await server.stop()
+
+        let seconds = BenchTopic.seconds(elapsed)
+        let figures: [String: Any] = [
+            "scenario": "apns", "connections": connections, "devices": devices, "notifications": notifications,
+            "rate": rate as Any, "accepted": Int(accepted), "delivered": delivered, "refused_connections": refused,
+            "write_seconds": BenchTopic.seconds(written), "seconds": seconds,
+            "accepted_per_second": Double(accepted) / max(seconds, 1e-9),
+            "delivered_per_second": Double(delivered) / max(seconds, 1e-9),
+            "latency_ms": ["p50": percentile(0.5), "p99": percentile(0.99), "max": percentile(1.0)],
+        ]
+        if json {
+            let data = try JSONSerialization.data(withJSONObject: figures.filter { !($0.value is NSNull) }, options: [.sortedKeys])
+            print(String(decoding: data, as: UTF8.self))
+        } else {
+            print("apns: \(connections) provider connections → \(devices) online iOS devices, \(notifications) notifications"
+                  + (rate.map { ", \(Int($0))/s" } ?? ", as fast as possible"))
+            print(String(format: "  accepted   %d  (%.0f/s)", accepted, Double(accepted) / max(seconds, 1e-9)))
+            print(String(format: "  delivered  %d  (%.0f/s)", delivered, Double(delivered) / max(seconds, 1e-9)))
+            print(String(format: "  provider write → device  p50 %.2f ms  p99 %.2f ms  max %.2f ms",
+                         percentile(0.5), percentile(0.99), percentile(1.0)))
+            if refused > 0 { print("  \(refused) connection(s) were refused or closed early") }
+        }
+    }
+}
+
+/// An online iOS device in process: confirms each notification as it arrives (as the device CLI does)
+/// and records how long after its provider wrote it (the payload's `t`, DispatchTime nanoseconds).
+final class ConfirmingLink: DeviceLink {
+    let engine: Engine
+    let token: String
+    let received = Atomic<Int>(0)
+    let latencies = Mutex<[UInt64]>([])
+
+    init(engine: Engine, token: String) {
+        self.engine = engine
+        self.token = token
+    }
+
+    func deliver(_ messages: [DeviceDelivery]) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        var sample: [UInt64] = []
+        sample.reserveCapacity(messages.count)
+        for d in messages {
+            if let t = Self.writeTime(d.message.payload), t <= now { sample.append(now - t) }
+        }
+        latencies.withLock { $0 += sample }
+        received.add(messages.count, ordering: .relaxed)
+        for d in messages { engine.deviceAcknowledged(token: token, deviceMessageID: d.message.deviceMessageID) }
+    }
+    func answerUpstream(_ json: String) {}
+    func close() {}
+
+    /// The payload's `"t":<digits>` read in place: parsing the whole JSON here would charge the
+    /// generator's cost to the emulator (they share the process).
+    static func writeTime(_ payload: String) -> UInt64? {
+        var utf8 = payload.utf8[...]
+        let key = Array(#""t":"#.utf8)
+        while let at = utf8.firstIndex(of: key[0]) {
+            let rest = utf8[at...]
+            if rest.starts(with: key) {
+                var value: UInt64 = 0
+                var digits = 0
+                for c in rest.dropFirst(key.count) {
+                    guard c >= 48 && c <= 57 else { break }
+                    value = value &* 10 &+ UInt64(c - 48)
+                    digits += 1
+                }
+                return digits > 0 ? value : nil
+            }
+            utf8 = utf8[utf8.index(after: at)...]
+        }
+        return nil
+    }
+}
