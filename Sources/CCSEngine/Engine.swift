@@ -170,7 +170,7 @@ public final class Engine: Sendable {
     public let committer: GroupCommitter
     /// The APNs gateway's accepted, rejected and delivered notifications (admin API).
     public let apnsActivity = APNsActivity()
-    public var store: Store { committer.store }
+    public var store: any Persistence { committer.store }
     let logger: Logger
     let state: Mutex<State>
 

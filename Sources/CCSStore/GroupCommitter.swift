@@ -42,7 +42,7 @@ public final class GroupCommitter: Sendable {
         var ticketedCalledOff = 0
     }
 
-    public let store: Store
+    public let store: any Persistence
     /// Most ops per transaction: a bound on the latency a huge burst adds to the first of them.
     public let maxBatch: Int
     /// How long a cancellable (ticketed) write waits before it is written, so that it can still be
@@ -54,7 +54,7 @@ public final class GroupCommitter: Sendable {
     /// Where the writer reports a failed batch (the engine's logger; stderr by default).
     private let logger: @Sendable (String) -> Void
 
-    public init(store: Store, maxBatch: Int = 4096, cancellableDelay: Duration = .zero,
+    public init(store: any Persistence, maxBatch: Int = 4096, cancellableDelay: Duration = .zero,
                 logger: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data(("store: " + $0 + "\n").utf8)) }) {
         self.logger = logger
         self.store = store

@@ -1,0 +1,40 @@
+/// What the engine needs of durable storage, and all it knows of it: batches of `StoreOp`s applied
+/// atomically, and the reads it makes at start and for the admin views.
+///
+/// `Store` (SQLite through GRDB, WAL) is the backend today. A second one (PostgreSQL for several
+/// nodes) is added by conforming to this protocol; the engine and `GroupCommitter` do not change.
+/// Every backend applies FCM's per-device queue rules (collapse, the 100-message limit, the
+/// collapse-key limit) inside the transaction of the write that triggers them, as `Store` does.
+public protocol Persistence: Sendable {
+    /// Applies every op in one transaction: all or nothing.
+    func apply(_ ops: [StoreOp]) throws
+    /// Applies each item (a caller's ops) all or nothing in one transaction: an item that fails is
+    /// rolled back alone and reported; the result holds one entry per item, nil for those committed.
+    /// Throws only when the transaction as a whole fails.
+    func applyIsolated(_ items: [[StoreOp]]) throws -> [Error?]
+
+    func loadSenders() throws -> [SenderRecord]
+    func loadDevices() throws -> [DeviceRecord]
+    func loadDeviceGroups() throws -> [DeviceGroupRecord]
+    /// Every topic subscription, for the engine's registry at start.
+    func loadSubscriptions() throws -> [TopicSubscription]
+    /// Every message waiting for an app server, oldest first.
+    func loadOutbound() throws -> [OutboundRecord]
+    /// The device's queue in arrival order.
+    func queuedMessages(token: String) throws -> [QueuedMessage]
+    /// Number of queued messages per token.
+    func queueCounts() throws -> [String: Int]
+    /// The largest microsecond stamp in any stored device message id.
+    func largestMessageMicros() throws -> Int64
+    func tray(token: String) throws -> [TrayEntry]
+    /// The APNs feedback tuples of one app (bundle id), oldest first.
+    func apnsFeedback(bundleID: String) throws -> [APNsFeedbackRecord]
+    func meta(_ key: String) throws -> String?
+
+    /// Fault injection: ops for which `apply` throws `InjectedStoreFailure` (nil: none).
+    func injectFailures(_ predicate: (@Sendable (StoreOp) -> Bool)?)
+    /// Fault injection: while true, every read throws `InjectedStoreFailure`.
+    func injectReadFailures(_ on: Bool)
+}
+
+extension Store: Persistence {}
