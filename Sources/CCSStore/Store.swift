@@ -308,9 +308,7 @@ public final class Store: Sendable {
             try db.cachedStatement(sql: "DELETE FROM queued_message WHERE device_key = (SELECT device_key FROM device WHERE token = ?)").execute(arguments: [token])
         case .collapse(let token, let key):
             // A device unknown to the store has nothing stored to collapse.
-            if let device = try Int64.fetchOne(db.cachedStatement(sql: "SELECT device_key FROM device WHERE token = ?"), arguments: [token]) {
-                try collapse(device: device, key: key, in: db)
-            }
+            if let device = try registeredDeviceKey(token: token, in: db) { try collapse(device: device, key: key, in: db) }
         case .removeExpired(let now):
             try db.cachedStatement(sql: "DELETE FROM queued_message WHERE expires_at <= ?").execute(arguments: [now])
             try db.cachedStatement(sql: "DELETE FROM message_body WHERE expires_at <= ?").execute(arguments: [now])
@@ -373,13 +371,16 @@ public final class Store: Sendable {
 
     /// The device's number in the queue and subscription tables (see migration v8).
     static func deviceKey(token: String, in db: Database) throws -> Int64 {
-        guard let key = try Int64.fetchOne(db.cachedStatement(sql: "SELECT device_key FROM device WHERE token = ?"),
-                                           arguments: [token]) else {
+        guard let key = try registeredDeviceKey(token: token, in: db) else {
             // A message for a token that is not registered is a caller's mistake: it rolls back
             // its transaction or savepoint.
             throw UnknownDevice(token: token)
         }
         return key
+    }
+
+    private static func registeredDeviceKey(token: String, in db: Database) throws -> Int64? {
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT device_key FROM device WHERE token = ?"), arguments: [token])
     }
 
     /// Drops the device's stored messages with this collapse key (a newer one replaces them).
