@@ -38,20 +38,22 @@ let package = Package(
             "PushDomain",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
+        .target(name: "FaultInjection", dependencies: ["CCSProtocol"]),
+        .target(name: "AppServerAudit", dependencies: ["PushDomain"]),
         .target(name: "CCSEngine", dependencies: [
-            "PushDomain", "CCSProtocol", "CCSStore", "PlatformRendering",
+            "PushDomain", "CCSProtocol", "CCSStore", "PlatformRendering", "FaultInjection", "AppServerAudit",
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "XMPPServer", dependencies: [
-            "XMLStreaming", "CCSProtocol", "CCSEngine", "CCSStore",
+            "XMLStreaming", "CCSProtocol", "CCSEngine", "CCSStore", "FaultInjection", "AppServerAudit",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "APNsGateway", dependencies: [
-            "PushDomain", "CCSEngine", "CCSStore",
+            "PushDomain", "CCSEngine", "CCSStore", "FaultInjection",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOTLS", package: "swift-nio"),
@@ -61,7 +63,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "HTTPAPI", dependencies: [
-            "CCSProtocol", "CCSEngine", "CCSStore",
+            "CCSProtocol", "CCSEngine", "CCSStore", "FaultInjection", "AppServerAudit",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "NIOCore", package: "swift-nio"),
         ]),
@@ -72,7 +74,7 @@ let package = Package(
             .product(name: "CryptoExtras", package: "swift-crypto"),
         ]),
         .target(name: "FCMHTTP", dependencies: [
-            "PushDomain", "CCSProtocol", "CCSEngine", "GoogleAuth", "PlatformRendering",
+            "PushDomain", "CCSProtocol", "CCSEngine", "GoogleAuth", "PlatformRendering", "FaultInjection", "AppServerAudit",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "MultipartKit", package: "multipart-kit"),
@@ -131,6 +133,8 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "CCSProtocolTests", dependencies: ["CCSProtocol"]),
+        .testTarget(name: "FaultInjectionTests", dependencies: ["FaultInjection", "CCSProtocol"]),
+        .testTarget(name: "AppServerAuditTests", dependencies: ["AppServerAudit"]),
         .testTarget(name: "CCSStoreTests", dependencies: ["CCSStore", "PushDomain", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "CCSEngineTests", dependencies: ["CCSEngine", "CCSStore", "CCSProtocol"]),
         .testTarget(name: "LoadGeneratorTests", dependencies: [

@@ -1,5 +1,6 @@
 import CCSProtocol
 import CCSStore
+import FaultInjection
 
 /// Simulated devices: registration, their connections, what they are handed, their states.
 extension Engine {
@@ -252,6 +253,29 @@ extension Engine {
     /// The device confirmed a message: it leaves the queue for good; a requested delivery receipt goes
     /// to the sender; a notification for a backgrounded app lands in the tray.
     public func deviceAcknowledged(token: String, deviceMessageID: String) {
+        if faults.isActive(.deviceAck) {
+            let sender = state.withLock { $0.online[token]?.inFlight[deviceMessageID]?.message.senderID }
+            let subject = FaultSubject(sender: sender, token: token, messageID: deviceMessageID, origin: "device:\(token)")
+            for action in faults.decide(.deviceAck, subject) {
+                switch action {
+                case .loseDeviceAck:
+                    // Stays in flight: handed over again when the device next connects.
+                    return
+                case .delayDeviceAck(let millis):
+                    Task {
+                        try? await Task.sleep(for: .milliseconds(millis))
+                        self.deviceAcknowledgedNow(token: token, deviceMessageID: deviceMessageID)
+                    }
+                    return
+                default:
+                    break
+                }
+            }
+        }
+        deviceAcknowledgedNow(token: token, deviceMessageID: deviceMessageID)
+    }
+
+    func deviceAcknowledgedNow(token: String, deviceMessageID: String) {
         let now = clock.nowMillis()
         let found: (InFlightDownstream, String?)? = state.withLock { s in
             guard let entry = s.online[token]?.inFlight.removeValue(forKey: deviceMessageID) else { return nil }

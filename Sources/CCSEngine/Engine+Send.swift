@@ -1,4 +1,5 @@
 import CCSProtocol
+import FaultInjection
 import CCSStore
 import PlatformRendering
 import Synchronization
@@ -9,7 +10,16 @@ extension Engine {
     /// exactly once, with one result per token of the target (in its order), or one `.group` result
     /// for a device group; an acceptance only after the message is committed or delivered (or
     /// deliberately not stored: dry run, TTL 0).
-    public func send(_ request: SendRequest, completion: @escaping @Sendable ([SendResult]) -> Void) {
+    public func send(_ request: SendRequest, completion answer: @escaping @Sendable ([SendResult]) -> Void) {
+        let completion: @Sendable ([SendResult]) -> Void
+        if faults.isActive(.accepted) {
+            completion = { [self] results in
+                answer(results)
+                applyAcceptedFaults(sender: request.sender, results: results)
+            }
+        } else {
+            completion = answer
+        }
         switch request.target {
         case .token(let token) where NotificationKey.groupID(of: token) != nil:
             // A notification key and a token share `to`; only a string of the key's form is a key

@@ -1,6 +1,8 @@
+import AppServerAudit
 import CCSProtocol
 import CCSStore
 import DequeModule
+import FaultInjection
 import Logging
 import Synchronization
 
@@ -170,6 +172,10 @@ public final class Engine: Sendable {
     public let committer: GroupCommitter
     /// The APNs gateway's accepted, rejected and delivered notifications (admin API).
     public let apnsActivity = APNsActivity()
+    /// The fault rules in force (durable: kept in the store's meta table) and the log of faults applied.
+    public let faults: FaultInjector
+    /// What app servers do and which client obligations they keep (docs/conformance.md).
+    public let audit: Auditor
     public var store: any Persistence { committer.store }
     let logger: Logger
     let state: Mutex<State>
@@ -180,6 +186,21 @@ public final class Engine: Sendable {
         self.clock = clock
         self.configuration = configuration
         self.logger = logger
+        var rules: [FaultRule] = []
+        if let stored = try committer.store.meta(Self.faultRulesMetaKey) {
+            do {
+                rules = try FaultInjector.decode(stored)
+            } catch {
+                logger.error("the stored fault rules could not be read; starting without them", metadata: ["error": "\(error)"])
+            }
+        }
+        faults = FaultInjector(rules: rules, now: { clock.nowMillis() }, onFault: { entry in
+            logger.info("fault injected", metadata: ["rule": "\(entry.ruleID)", "action": "\(entry.action)",
+                                                     "origin": "\(entry.subject.origin)",
+                                                     "message_id": "\(entry.subject.messageID ?? "-")",
+                                                     "token": "\(entry.subject.token ?? "-")"])
+        })
+        audit = Auditor(now: { clock.nowMillis() })
         var s = State()
         for sender in try committer.store.loadSenders() { s.senders[sender.senderID] = sender }
         for device in try committer.store.loadDevices() {

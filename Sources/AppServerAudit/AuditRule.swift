@@ -1,0 +1,75 @@
+/// The client obligations the audit checks, each with where the spec states it.
+public enum AuditRule: String, Sendable, CaseIterable {
+    /// Every upstream message is ACKed, on the connection that delivered it.
+    case ackUpstream = "ack-upstream"
+    /// Every delivery receipt (`dr2:…`) is ACKed.
+    case ackReceipts = "ack-receipts"
+    /// Never more than 100 downstream messages waiting for their ACK/NACK on one connection.
+    case pendingLimit = "pending-limit"
+    /// After CONNECTION_DRAINING, a new connection is opened.
+    case drainReconnect = "drain-reconnect"
+    /// After CONNECTION_DRAINING, no new downstream on the drained connection.
+    case drainNoSend = "drain-no-send"
+    /// A message NACKed with a retryable code (or an HTTP 5xx/429) is retried no sooner than
+    /// exponential backoff from 1 s allows, or than `Retry-After` says.
+    case retryBackoff = "retry-backoff"
+    /// A message id that was ACKed is not sent again.
+    case noResendAcked = "no-resend-acked"
+    /// A token answered DEVICE_UNREGISTERED / NotRegistered / UNREGISTERED is not sent to again.
+    case dropUnregistered = "drop-unregistered"
+    /// Stanzas and JSON are well formed (no INVALID_JSON, BAD_ACK or stanza error).
+    case wellFormed = "well-formed"
+
+    public var title: String {
+        switch self {
+        case .ackUpstream: return "every upstream message is ACKed on the connection that delivered it"
+        case .ackReceipts: return "every delivery receipt is ACKed"
+        case .pendingLimit: return "never more than 100 unanswered downstream messages per connection"
+        case .drainReconnect: return "a new connection is opened after CONNECTION_DRAINING"
+        case .drainNoSend: return "nothing new is sent on a draining connection"
+        case .retryBackoff: return "retries wait for exponential backoff from 1 s, or for Retry-After"
+        case .noResendAcked: return "a message id already ACKed is not sent again"
+        case .dropUnregistered: return "an unregistered token is not sent to again"
+        case .wellFormed: return "stanzas and JSON are well formed"
+        }
+    }
+
+    /// Where the obligation is stated (the spec files under shared/spec/, as docs/conformance.md cites them).
+    public var source: String {
+        switch self {
+        case .ackUpstream: return "ccs-protocol.md §4, §5.1"
+        case .ackReceipts: return "ccs-protocol.md §5.2"
+        case .pendingLimit: return "ccs-protocol.md §4"
+        case .drainReconnect, .drainNoSend: return "ccs-protocol.md §1.7"
+        case .retryBackoff: return "ccs-protocol.md §3.3; fcm-http.md (Retry-After on 5xx/429)"
+        case .noResendAcked: return "ccs-protocol.md §3.1, §4"
+        case .dropUnregistered: return "ccs-protocol.md §3.3; fcm-http.md (NotRegistered, UNREGISTERED)"
+        case .wellFormed: return "ccs-protocol.md §2, §3.3, §3.4"
+        }
+    }
+}
+
+/// One piece of evidence: a stanza or request, by id, with its time.
+public struct AuditEvidence: Sendable, Equatable {
+    public var at: Int64
+    public var what: String
+    public var messageID: String?
+    public var connection: String?
+
+    public init(at: Int64, what: String, messageID: String? = nil, connection: String? = nil) {
+        self.at = at
+        self.what = what
+        self.messageID = messageID
+        self.connection = connection
+    }
+}
+
+/// An obligation broken.
+public struct AuditFinding: Sendable, Equatable {
+    public var rule: AuditRule
+    public var sender: String
+    public var connection: String?
+    public var at: Int64
+    public var text: String
+    public var evidence: [AuditEvidence]
+}

@@ -1,0 +1,436 @@
+import PushDomain
+import Synchronization
+
+/// Records what app servers do and which client obligations they keep or break, per connection and
+/// per sender (docs/conformance.md, "The audit"). Front ends report events; `report` judges.
+///
+/// Memory is bounded: per sender at most `maxTrackedIDs` ACKed ids and retry histories (oldest
+/// forgotten first) and at most `maxFindings` findings.
+public final class Auditor: Sendable {
+    public struct Limits: Sendable {
+        /// An upstream message or receipt not ACKed this long after it was sent is a finding.
+        public var ackGraceMillis: Int64 = 10_000
+        /// A drained sender with no new connection this long after the drain is a finding.
+        public var reconnectGraceMillis: Int64 = 10_000
+        /// Downstream arriving this soon after CONNECTION_DRAINING was written was already on its way.
+        public var drainInFlightMillis: Int64 = 1_000
+        /// The first retry must wait this long; each later one twice the one before.
+        public var initialBackoffMillis: Int64 = 1_000
+        /// Slack on every backoff check, for clocks and scheduling (0.9: 10 % early is still kept).
+        public var backoffTolerance: Double = 0.9
+        public var maxPending = 100
+        public var maxTrackedIDs = 100_000
+        public var maxFindings = 10_000
+        public init() {}
+    }
+
+    struct Connection {
+        var sender: String
+        var openedAt: Int64
+        var closedAt: Int64?
+        var drainedAt: Int64?
+        /// Downstream message ids received and not yet answered (ACK/NACK/stanza error).
+        var pending: [String: Int] = [:]
+        var pendingCount = 0
+        /// Upstream messages and receipts written and not ACKed: id → (sent at, is receipt).
+        var outbound: [String: (at: Int64, receipt: Bool)] = [:]
+        var sentAfterDrain = false
+    }
+
+    struct Retry {
+        var failures = 0
+        var lastFailureAt: Int64
+        var retryAfterMillis: Int64?
+    }
+
+    struct Sender {
+        var acked = BoundedSet()
+        var unregistered: [String: AuditEvidence] = [:]
+        var retries: [String: Retry] = [:]
+        var retryOrder: [String] = []
+        var drains: [(connection: String, at: Int64)] = []
+        var lastOpenedAt: Int64 = .min
+        var kept: [AuditRule: Int] = [:]
+        var broken: [AuditRule: Int] = [:]
+    }
+
+    struct State {
+        var connections: [String: Connection] = [:]
+        var connectionOrder: [String] = []
+        var senders: [String: Sender] = [:]
+        var findings: [AuditFinding] = []
+        var findingsDropped = 0
+    }
+
+    let state = Mutex(State())
+    let now: @Sendable () -> Int64
+    public let limits: Limits
+
+    public init(limits: Limits = Limits(), now: @escaping @Sendable () -> Int64) {
+        self.limits = limits
+        self.now = now
+    }
+
+    // MARK: events (CCS)
+
+    public func connectionOpened(_ id: String, sender: String) {
+        let at = now()
+        state.withLock { s in
+            s.connections[id] = Connection(sender: sender, openedAt: at)
+            s.connectionOrder.append(id)
+            // Closed connections are kept for the report, but not without bound.
+            if s.connectionOrder.count > 10_000 {
+                let old = s.connectionOrder.removeFirst()
+                s.connections[old] = nil
+            }
+            var snd = s.senders[sender, default: Sender()]
+            for d in snd.drains where d.at <= at { snd.kept[.drainReconnect, default: 0] += 1 }
+            snd.drains.removeAll { $0.at <= at }
+            snd.lastOpenedAt = at
+            s.senders[sender] = snd
+        }
+    }
+
+    public func connectionClosed(_ id: String) {
+        let at = now()
+        state.withLock { s in
+            guard var c = s.connections[id], c.closedAt == nil else { return }
+            c.closedAt = at
+            for (messageID, sent) in c.outbound.sorted(by: { $0.value.at < $1.value.at }) {
+                let rule: AuditRule = sent.receipt ? .ackReceipts : .ackUpstream
+                record(&s, rule, sender: c.sender, connection: id, at: at,
+                       text: "\(sent.receipt ? "receipt" : "upstream message") \(messageID) was never ACKed; the connection closed",
+                       evidence: [AuditEvidence(at: sent.at, what: "sent to the app server", messageID: messageID, connection: id),
+                                  AuditEvidence(at: at, what: "connection closed", connection: id)])
+            }
+            c.outbound.removeAll()
+            if c.drainedAt != nil, !c.sentAfterDrain { s.senders[c.sender, default: Sender()].kept[.drainNoSend, default: 0] += 1 }
+            s.connections[id] = c
+        }
+    }
+
+    /// A downstream stanza arrived on a CCS connection (before it is answered).
+    public func downstreamReceived(connection: String, messageID: String, to: String?) {
+        let at = now()
+        state.withLock { s in
+            guard var c = s.connections[connection] else { return }
+            let sender = c.sender
+            if c.pendingCount >= limits.maxPending {
+                record(&s, .pendingLimit, sender: sender, connection: connection, at: at,
+                       text: "downstream \(messageID) sent while \(c.pendingCount) messages were waiting for their ACK/NACK (the limit is \(limits.maxPending))",
+                       evidence: [AuditEvidence(at: at, what: "downstream received", messageID: messageID, connection: connection)])
+            } else {
+                kept(&s, .pendingLimit, sender: sender)
+            }
+            if let drained = c.drainedAt {
+                if at - drained > limits.drainInFlightMillis {
+                    c.sentAfterDrain = true
+                    record(&s, .drainNoSend, sender: sender, connection: connection, at: at,
+                           text: "downstream \(messageID) sent on a connection drained \(at - drained) ms earlier",
+                           evidence: [AuditEvidence(at: drained, what: "CONNECTION_DRAINING sent", connection: connection),
+                                      AuditEvidence(at: at, what: "downstream received", messageID: messageID, connection: connection)])
+                }
+            }
+            c.pending[messageID, default: 0] += 1
+            c.pendingCount += 1
+            s.connections[connection] = c
+            checkSend(&s, sender: sender, retryKey: "ccs:" + messageID, messageID: messageID, token: to,
+                      connection: connection, at: at, what: "downstream received")
+        }
+    }
+
+    /// How CCS answered a downstream stanza.
+    public enum Answer: Sendable, Equatable {
+        case ack
+        case nack(code: String)
+        case stanzaError(String)
+    }
+
+    public func downstreamAnswered(connection: String, messageID: String, to: String?, answer: Answer) {
+        let at = now()
+        state.withLock { s in
+            guard var c = s.connections[connection] else { return }
+            let sender = c.sender
+            if let n = c.pending[messageID] {
+                if n <= 1 { c.pending[messageID] = nil } else { c.pending[messageID] = n - 1 }
+                c.pendingCount -= 1
+            }
+            s.connections[connection] = c
+            let evidence = AuditEvidence(at: at, what: "\(answer)", messageID: messageID, connection: connection)
+            switch answer {
+            case .ack:
+                s.senders[sender, default: Sender()].acked.insert(messageID, limit: limits.maxTrackedIDs)
+                forgetRetry(&s, sender: sender, key: "ccs:" + messageID)
+                kept(&s, .wellFormed, sender: sender)
+            case .nack(let code):
+                switch code {
+                case "SERVICE_UNAVAILABLE", "INTERNAL_SERVER_ERROR", "DEVICE_MESSAGE_RATE_EXCEEDED",
+                     "TOPICS_MESSAGE_RATE_EXCEEDED", "QUOTA_EXCEEDED":
+                    failed(&s, sender: sender, key: "ccs:" + messageID, at: at, retryAfterMillis: nil)
+                case "DEVICE_UNREGISTERED":
+                    if let to { s.senders[sender, default: Sender()].unregistered[to] = evidence }
+                case "INVALID_JSON", "BAD_ACK":
+                    record(&s, .wellFormed, sender: sender, connection: connection, at: at,
+                           text: "NACK \(code) for \(messageID)", evidence: [evidence])
+                default: break
+                }
+            case .stanzaError(let text):
+                record(&s, .wellFormed, sender: sender, connection: connection, at: at,
+                       text: "stanza error: \(text)", evidence: [evidence])
+            }
+        }
+    }
+
+    public func drained(connection: String) {
+        let at = now()
+        state.withLock { s in
+            guard var c = s.connections[connection], c.drainedAt == nil else { return }
+            c.drainedAt = at
+            s.connections[connection] = c
+            s.senders[c.sender, default: Sender()].drains.append((connection, at))
+        }
+    }
+
+    /// An upstream message or a receipt written to an app server.
+    public func outboundSent(connection: String, messageID: String, receipt: Bool) {
+        let at = now()
+        state.withLock { s in
+            s.connections[connection]?.outbound[messageID] = (at, receipt)
+        }
+    }
+
+    /// An app server's ACK (the receipt's id with or without `dr2:`).
+    public func outboundAcknowledged(connection: String, messageID: String) {
+        state.withLock { s in
+            guard var c = s.connections[connection] else { return }
+            var key = messageID
+            if c.outbound[key] == nil { key = "dr2:" + messageID }
+            guard let sent = c.outbound.removeValue(forKey: key) else { return }
+            s.connections[connection] = c
+            kept(&s, sent.receipt ? .ackReceipts : .ackUpstream, sender: c.sender)
+        }
+    }
+
+    // MARK: events (HTTP)
+
+    /// A send request to the HTTP APIs and its answer. `targetKey` names what was sent to (a token,
+    /// a topic, a condition) so that a retry can be recognised; `unregistered` lists tokens the answer
+    /// said are not registered.
+    public func httpSend(sender: String, api: String, targetKey: String, tokens: [String], status: Int,
+                         retryAfterSeconds: Int?, unregistered: [String]) {
+        let at = now()
+        state.withLock { s in
+            let key = "http:" + targetKey
+            for token in tokens {
+                checkSend(&s, sender: sender, retryKey: nil, messageID: nil, token: token, connection: nil, at: at,
+                          what: "\(api) request to \(token)")
+            }
+            checkRetry(&s, sender: sender, key: key, at: at, what: "\(api) request to \(targetKey)", messageID: nil, connection: nil)
+            if status >= 500 || status == 429 {
+                failed(&s, sender: sender, key: key, at: at, retryAfterMillis: retryAfterSeconds.map { Int64($0) * 1000 })
+            } else if status < 400 {
+                forgetRetry(&s, sender: sender, key: key)
+            }
+            for token in unregistered {
+                s.senders[sender, default: Sender()].unregistered[token] =
+                    AuditEvidence(at: at, what: "\(api) answered that \(token) is not registered")
+            }
+        }
+    }
+
+    // MARK: rules
+
+    private func checkSend(_ s: inout State, sender: String, retryKey: String?, messageID: String?, token: String?,
+                           connection: String?, at: Int64, what: String) {
+        if let messageID {
+            if s.senders[sender]?.acked.contains(messageID) == true {
+                record(&s, .noResendAcked, sender: sender, connection: connection, at: at,
+                       text: "message id \(messageID) was sent again after it was ACKed",
+                       evidence: [AuditEvidence(at: at, what: what, messageID: messageID, connection: connection)])
+            } else {
+                kept(&s, .noResendAcked, sender: sender)
+            }
+        }
+        if let token, let first = s.senders[sender]?.unregistered[token] {
+            record(&s, .dropUnregistered, sender: sender, connection: connection, at: at,
+                   text: "sent to \(token) after it was reported unregistered",
+                   evidence: [first, AuditEvidence(at: at, what: what, messageID: messageID, connection: connection)])
+        }
+        if let retryKey {
+            checkRetry(&s, sender: sender, key: retryKey, at: at, what: what, messageID: messageID, connection: connection)
+        }
+    }
+
+    private func checkRetry(_ s: inout State, sender: String, key: String, at: Int64, what: String, messageID: String?,
+                            connection: String?) {
+        guard let retry = s.senders[sender]?.retries[key] else { return }
+        let backoff = limits.initialBackoffMillis << Int64(min(retry.failures - 1, 20))
+        let required = retry.retryAfterMillis ?? backoff
+        let waited = at - retry.lastFailureAt
+        if Double(waited) >= Double(required) * limits.backoffTolerance {
+            kept(&s, .retryBackoff, sender: sender)
+        } else {
+            let why = retry.retryAfterMillis != nil ? "Retry-After asked for \(required) ms"
+                : "attempt \(retry.failures + 1) should wait at least \(required) ms"
+            record(&s, .retryBackoff, sender: sender, connection: connection, at: at,
+                   text: "retried \(waited) ms after failure \(retry.failures); \(why)",
+                   evidence: [AuditEvidence(at: retry.lastFailureAt, what: "failure \(retry.failures)", messageID: messageID),
+                              AuditEvidence(at: at, what: what, messageID: messageID, connection: connection)])
+        }
+    }
+
+    private func failed(_ s: inout State, sender: String, key: String, at: Int64, retryAfterMillis: Int64?) {
+        var snd = s.senders[sender, default: Sender()]
+        if var r = snd.retries[key] {
+            r.failures += 1
+            r.lastFailureAt = at
+            r.retryAfterMillis = retryAfterMillis
+            snd.retries[key] = r
+        } else {
+            snd.retries[key] = Retry(failures: 1, lastFailureAt: at, retryAfterMillis: retryAfterMillis)
+            snd.retryOrder.append(key)
+            if snd.retryOrder.count > limits.maxTrackedIDs {
+                snd.retries[snd.retryOrder.removeFirst()] = nil
+            }
+        }
+        s.senders[sender] = snd
+    }
+
+    private func forgetRetry(_ s: inout State, sender: String, key: String) {
+        s.senders[sender]?.retries[key] = nil
+    }
+
+    private func kept(_ s: inout State, _ rule: AuditRule, sender: String) {
+        s.senders[sender, default: Sender()].kept[rule, default: 0] += 1
+    }
+
+    private func record(_ s: inout State, _ rule: AuditRule, sender: String, connection: String?, at: Int64, text: String,
+                        evidence: [AuditEvidence]) {
+        s.senders[sender, default: Sender()].broken[rule, default: 0] += 1
+        guard s.findings.count < limits.maxFindings else {
+            s.findingsDropped += 1
+            return
+        }
+        s.findings.append(AuditFinding(rule: rule, sender: sender, connection: connection, at: at, text: text, evidence: evidence))
+    }
+
+    // MARK: report
+
+    /// Forgets everything (between scenarios), or one sender's part.
+    public func reset(sender: String? = nil) {
+        state.withLock { s in
+            guard let sender else {
+                s = State()
+                return
+            }
+            s.senders[sender] = nil
+            s.findings.removeAll { $0.sender == sender }
+            for (id, c) in s.connections where c.sender == sender { s.connections[id] = nil }
+            s.connectionOrder.removeAll { s.connections[$0] == nil }
+        }
+    }
+
+    /// Findings so far, plus those that only time reveals (ACKs and reconnections still missing past
+    /// their grace), judged now.
+    public func findings(sender: String? = nil) -> [AuditFinding] {
+        let at = now()
+        return state.withLock { s in
+            var out = s.findings.filter { sender == nil || $0.sender == sender }
+            for id in s.connectionOrder {
+                guard let c = s.connections[id], c.closedAt == nil, sender == nil || c.sender == sender else { continue }
+                for (messageID, sent) in c.outbound where at - sent.at > limits.ackGraceMillis {
+                    out.append(AuditFinding(rule: sent.receipt ? .ackReceipts : .ackUpstream, sender: c.sender, connection: id, at: at,
+                                            text: "\(sent.receipt ? "receipt" : "upstream message") \(messageID) not ACKed after \(at - sent.at) ms",
+                                            evidence: [AuditEvidence(at: sent.at, what: "sent to the app server", messageID: messageID, connection: id)]))
+                }
+            }
+            for (name, snd) in s.senders where sender == nil || name == sender {
+                for d in snd.drains where at - d.at > limits.reconnectGraceMillis {
+                    out.append(AuditFinding(rule: .drainReconnect, sender: name, connection: d.connection, at: at,
+                                            text: "no new connection \(at - d.at) ms after CONNECTION_DRAINING",
+                                            evidence: [AuditEvidence(at: d.at, what: "CONNECTION_DRAINING sent", connection: d.connection)]))
+                }
+            }
+            return out.sorted { $0.at < $1.at }
+        }
+    }
+
+    /// `GET /emulator/v1/audit`: per sender the rules kept and broken, the findings, and the connections.
+    public func report(sender: String? = nil) -> JSONValue {
+        let findings = findings(sender: sender)
+        return state.withLock { s in
+            var senders: [JSONValue] = []
+            for name in s.senders.keys.sorted() where sender == nil || name == sender {
+                let snd = s.senders[name]!
+                let mine = findings.filter { $0.sender == name }
+                var rules: [String: JSONValue] = [:]
+                for rule in AuditRule.allCases {
+                    // Recorded ones (counted even when the finding list was full) plus those judged now.
+                    let judgedNow = mine.filter { $0.rule == rule }.count
+                        - s.findings.filter { $0.sender == name && $0.rule == rule }.count
+                    let broken = (snd.broken[rule] ?? 0) + judgedNow
+                    rules[rule.rawValue] = .object(["kept": .int(Int64(snd.kept[rule] ?? 0)), "broken": .int(Int64(broken))])
+                }
+                senders.append(.object(["sender": .string(name), "clean": .bool(mine.isEmpty), "rules": .object(rules),
+                                        "findings": .array(mine.map(\.json))]))
+            }
+            var connections: [JSONValue] = []
+            for id in s.connectionOrder {
+                guard let c = s.connections[id], sender == nil || c.sender == sender else { continue }
+                var o: [String: JSONValue] = ["id": .string(id), "sender": .string(c.sender), "opened_at": .int(c.openedAt),
+                                              "pending": .int(Int64(c.pendingCount)),
+                                              "unacked_outbound": .int(Int64(c.outbound.count)),
+                                              "findings": .int(Int64(findings.filter { $0.connection == id }.count))]
+                if let t = c.closedAt { o["closed_at"] = .int(t) }
+                if let t = c.drainedAt { o["drained_at"] = .int(t) }
+                connections.append(.object(o))
+            }
+            return .object(["clean": .bool(findings.isEmpty),
+                            "rules": .array(AuditRule.allCases.map { .object(["id": .string($0.rawValue), "title": .string($0.title),
+                                                                               "source": .string($0.source)]) }),
+                            "senders": .array(senders), "connections": .array(connections),
+                            "findings_dropped": .int(Int64(s.findingsDropped))])
+        }
+    }
+}
+
+extension AuditFinding {
+    public var json: JSONValue {
+        var o: [String: JSONValue] = ["rule": .string(rule.rawValue), "sender": .string(sender), "at": .int(at),
+                                      "text": .string(text), "source": .string(rule.source),
+                                      "evidence": .array(evidence.map(\.json))]
+        if let connection { o["connection"] = .string(connection) }
+        return .object(o)
+    }
+}
+
+extension AuditEvidence {
+    public var json: JSONValue {
+        var o: [String: JSONValue] = ["at": .int(at), "what": .string(what)]
+        if let messageID { o["message_id"] = .string(messageID) }
+        if let connection { o["connection"] = .string(connection) }
+        return .object(o)
+    }
+}
+
+/// A set that forgets its oldest members past a limit.
+struct BoundedSet {
+    var members: Set<String> = []
+    var order: [String] = []
+    var start = 0
+
+    func contains(_ s: String) -> Bool { members.contains(s) }
+
+    mutating func insert(_ s: String, limit: Int) {
+        guard members.insert(s).inserted else { return }
+        order.append(s)
+        if members.count > limit {
+            members.remove(order[start])
+            start += 1
+            if start > 4096, start * 2 > order.count {
+                order.removeFirst(start)
+                start = 0
+            }
+        }
+    }
+}

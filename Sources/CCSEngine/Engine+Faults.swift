@@ -1,0 +1,62 @@
+import CCSProtocol
+import CCSStore
+import FaultInjection
+
+/// Fault rules as commands: each change is on disk before it is answered, so that rules survive a
+/// restart (their counters and random draws start again from the seed).
+extension Engine {
+    static let faultRulesMetaKey = "fault_rules"
+
+    /// Adds a rule, or replaces the one with its id.
+    public func putFaultRule(_ rule: FaultRule) async throws(DeviceManagementError) {
+        _ = try await changeFaultRules { $0.put(rule); return true }
+    }
+
+    /// False when no rule has that id.
+    public func removeFaultRule(id: String) async throws(DeviceManagementError) -> Bool {
+        try await changeFaultRules { $0.remove(id: id) != nil }
+    }
+
+    public func removeAllFaultRules() async throws(DeviceManagementError) {
+        _ = try await changeFaultRules { $0.removeAll(); return true }
+    }
+
+    /// Changes the rules and writes the whole list; under the engine's lock so that two changes are
+    /// written in the order they were made.
+    private func changeFaultRules(_ body: (FaultInjector) -> Bool) async throws(DeviceManagementError) -> Bool {
+        let result: Result<Bool, DeviceManagementError> = await withCheckedContinuation { cont in
+            let immediate: Result<Bool, DeviceManagementError>? = state.withLock { _ in
+                let before = faults.rules
+                guard body(faults) else { return .success(false) }
+                let op = StoreOp.setMeta(key: Self.faultRulesMetaKey, value: FaultInjector.encode(faults.rules))
+                let faults = self.faults
+                let undo = { @Sendable in
+                    // Memory as the disk has it (the counters of the rules kept start again).
+                    faults.removeAll()
+                    for rule in before { faults.put(rule) }
+                }
+                let accepted = committer.trySubmit([op], urgent: true) { error in
+                    guard let error else { return cont.resume(returning: .success(true)) }
+                    undo()
+                    cont.resume(returning: .failure(.storeFailure("\(error)")))
+                }
+                if accepted { return nil }
+                undo()
+                return .failure(.storeFailure("\(StoreStopped())"))
+            }
+            if let immediate { cont.resume(returning: immediate) }
+        }
+        return try result.get()
+    }
+
+    /// `.uninstall` rules: the app goes away right after a message was accepted for it.
+    func applyAcceptedFaults(sender: String, results: [SendResult]) {
+        guard faults.isActive(.accepted) else { return }
+        for result in results {
+            guard case .accepted(let token, _) = result else { continue }
+            for action in faults.decide(.accepted, FaultSubject(sender: sender, token: token, origin: "engine")) where action == .uninstall {
+                Task { try? await self.uninstall(token: token) }
+            }
+        }
+    }
+}

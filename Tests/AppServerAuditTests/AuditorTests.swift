@@ -1,0 +1,122 @@
+import AppServerAudit
+import Synchronization
+import Testing
+
+/// A clock the test moves by hand.
+final class TestClock: Sendable {
+    let millis = Atomic<Int64>(1_000_000)
+    func advance(_ ms: Int64) { millis.add(ms, ordering: .relaxed) }
+    var now: @Sendable () -> Int64 { { [self] in millis.load(ordering: .relaxed) } }
+}
+
+@Suite struct AuditorTests {
+    let clock = TestClock()
+    var audit: Auditor { Auditor(now: clock.now) }
+
+    func rules(_ a: Auditor, _ sender: String = "1") -> Set<AuditRule> {
+        Set(a.findings(sender: sender).map(\.rule))
+    }
+
+    @Test func aCarefulConnectionIsClean() {
+        let a = audit
+        a.connectionOpened("c1", sender: "1")
+        a.downstreamReceived(connection: "c1", messageID: "m1", to: "t1")
+        a.downstreamAnswered(connection: "c1", messageID: "m1", to: "t1", answer: .ack)
+        a.outboundSent(connection: "c1", messageID: "u1", receipt: false)
+        a.outboundSent(connection: "c1", messageID: "dr2:m1", receipt: true)
+        a.outboundAcknowledged(connection: "c1", messageID: "u1")
+        a.outboundAcknowledged(connection: "c1", messageID: "m1")  // a receipt ACKed without dr2:
+        clock.advance(60_000)
+        a.connectionClosed("c1")
+        #expect(a.findings().isEmpty)
+        let report = a.report()
+        #expect(report["clean"] == .bool(true))
+        #expect(report["senders"]?.arrayValue?.first?["rules"]?["ack-upstream"]?["kept"] == .int(1))
+        #expect(report["senders"]?.arrayValue?.first?["rules"]?["ack-receipts"]?["kept"] == .int(1))
+    }
+
+    @Test func unackedUpstreamIsFoundOnCloseAndAfterTheGrace() {
+        let a = audit
+        a.connectionOpened("c1", sender: "1")
+        a.outboundSent(connection: "c1", messageID: "u1", receipt: false)
+        #expect(a.findings().isEmpty, "still within the grace")
+        clock.advance(a.limits.ackGraceMillis + 1)
+        #expect(rules(a) == [.ackUpstream])
+        a.connectionOpened("c2", sender: "1")
+        a.outboundSent(connection: "c2", messageID: "dr2:x", receipt: true)
+        a.connectionClosed("c2")
+        #expect(rules(a) == [.ackUpstream, .ackReceipts])
+        let f = a.findings().first { $0.rule == .ackReceipts }!
+        #expect(f.evidence.first?.messageID == "dr2:x")
+        #expect(f.connection == "c2")
+    }
+
+    @Test func moreThan100Pending() {
+        let a = audit
+        a.connectionOpened("c1", sender: "1")
+        for i in 0..<101 { a.downstreamReceived(connection: "c1", messageID: "m\(i)", to: "t") }
+        #expect(rules(a) == [.pendingLimit])
+        #expect(a.findings().count == 1)
+    }
+
+    @Test func drainingRules() {
+        let a = audit
+        a.connectionOpened("c1", sender: "1")
+        a.drained(connection: "c1")
+        a.downstreamReceived(connection: "c1", messageID: "early", to: "t")  // already on its way
+        #expect(a.findings().isEmpty)
+        clock.advance(a.limits.drainInFlightMillis + 1)
+        a.downstreamReceived(connection: "c1", messageID: "late", to: "t")
+        #expect(rules(a) == [.drainNoSend])
+        clock.advance(a.limits.reconnectGraceMillis)
+        #expect(rules(a) == [.drainNoSend, .drainReconnect])
+
+        let b = audit
+        b.connectionOpened("c1", sender: "1")
+        b.drained(connection: "c1")
+        b.connectionOpened("c2", sender: "1")
+        clock.advance(b.limits.reconnectGraceMillis * 2)
+        b.connectionClosed("c1")
+        #expect(b.findings().isEmpty)
+    }
+
+    @Test func backoffAfterServiceUnavailable() {
+        let a = audit
+        a.connectionOpened("c1", sender: "1")
+        a.downstreamReceived(connection: "c1", messageID: "m1", to: "t")
+        a.downstreamAnswered(connection: "c1", messageID: "m1", to: "t", answer: .nack(code: "SERVICE_UNAVAILABLE"))
+        clock.advance(1_000)
+        a.downstreamReceived(connection: "c1", messageID: "m1", to: "t")  // waited 1 s: kept
+        a.downstreamAnswered(connection: "c1", messageID: "m1", to: "t", answer: .nack(code: "SERVICE_UNAVAILABLE"))
+        clock.advance(1_000)
+        a.downstreamReceived(connection: "c1", messageID: "m1", to: "t")  // second retry after 1 s, not 2: broken
+        #expect(rules(a) == [.retryBackoff])
+        a.downstreamAnswered(connection: "c1", messageID: "m1", to: "t", answer: .ack)
+        clock.advance(10)
+        a.downstreamReceived(connection: "c1", messageID: "m1", to: "t")
+        #expect(rules(a) == [.retryBackoff, .noResendAcked])
+    }
+
+    @Test func httpRetryAfterAndUnregisteredTokens() {
+        let a = audit
+        a.httpSend(sender: "1", api: "v1", targetKey: "token:t", tokens: ["t"], status: 503, retryAfterSeconds: 5, unregistered: [])
+        clock.advance(2_000)
+        a.httpSend(sender: "1", api: "v1", targetKey: "token:t", tokens: ["t"], status: 404, retryAfterSeconds: nil, unregistered: ["t"])
+        #expect(rules(a) == [.retryBackoff])
+        a.httpSend(sender: "1", api: "v1", targetKey: "token:t", tokens: ["t"], status: 404, retryAfterSeconds: nil, unregistered: ["t"])
+        #expect(rules(a) == [.retryBackoff, .dropUnregistered])
+        #expect(a.findings(sender: "2").isEmpty)
+    }
+
+    @Test func malformedStanzasAndReset() {
+        let a = audit
+        a.connectionOpened("c1", sender: "1")
+        a.downstreamReceived(connection: "c1", messageID: "m1", to: "t")
+        a.downstreamAnswered(connection: "c1", messageID: "m1", to: "t", answer: .nack(code: "INVALID_JSON"))
+        a.downstreamAnswered(connection: "c1", messageID: "", to: nil, answer: .stanzaError("missing message_id"))
+        #expect(a.findings().count == 2)
+        #expect(rules(a) == [.wellFormed])
+        a.reset(sender: "1")
+        #expect(a.findings().isEmpty)
+    }
+}
