@@ -1,4 +1,5 @@
 import CCSEngine
+import FaultInjection
 import Logging
 import NIOCore
 import NIOSSL
@@ -61,6 +62,11 @@ final class APNsGatewayHandler: ChannelInboundHandler, RemovableChannelHandler {
         let bytes = unwrapInboundIn(data)
         let engine = self.engine
         let step = current.received(bytes) { n, bundleID in
+            // An injected `apns_error` refuses the notification as the real gateway would (docs/conformance.md).
+            for action in engine.faults.decide(.apnsNotification, FaultSubject(
+                sender: bundleID, token: n.deviceTokenHex, messageID: String(n.identifier), origin: "apns")) {
+                if case .apnsError(let status) = action { return APNsStatus(rawValue: status) ?? .unknown }
+            }
             switch engine.apnsRecipient(deviceToken: n.deviceTokenHex, bundleID: bundleID) {
             case .installed, .uninstalled: return nil
             case .unknown, .otherApp: return .invalidToken

@@ -68,10 +68,27 @@ extension FCMHTTPAPI {
             sendRequest = r
         }
 
+        let faultSender: String? = sendRequest.tokens.first.map { senders(for: [$0], caller)[0] } ?? {
+            if case .fixed(let s) = caller { return s } else { return nil }
+        }()
+        if let injected = injectedHTTPError(api: "legacy", sender: faultSender, target: sendRequest.target) {
+            if let faultSender {
+                auditSend(api: "legacy", sender: faultSender, target: sendRequest.target, status: injected.status,
+                          retryAfter: injected.retryAfter)
+            }
+            return Self.injectedLegacyResponse(status: injected.status, retryAfter: injected.retryAfter)
+        }
+
         switch sendRequest.target {
         case .token, .tokens:
             let senders = senders(for: sendRequest.tokens, caller)
             let results = await send(sendRequest.message, tokens: sendRequest.tokens, senders: senders)
+            if let sender = senders.first {
+                let unregistered = zip(sendRequest.tokens, results).compactMap { token, result -> String? in
+                    if case .refused(.unregistered) = result { return token } else { return nil }
+                }
+                auditSend(api: "legacy", sender: sender, target: sendRequest.target, status: 200, unregistered: unregistered)
+            }
             if case .token = sendRequest.target, case .group(let outcome)? = results.first {
                 return Self.legacyGroupAnswer(outcome, isJSON: isJSON)
             }
@@ -122,6 +139,7 @@ extension FCMHTTPAPI {
                 sender = known
             }
             let results = await engineSend(SendRequest(sender: sender, target: sendRequest.target, message: sendRequest.message))
+            auditSend(api: "legacy", sender: sender, target: sendRequest.target, status: 200)
             switch results.first {
             case .fannedOut(let number)?:
                 // FCM answers a topic or condition send with a number, not a string.

@@ -43,13 +43,10 @@ extension FCMHTTPAPI {
         }
         let send = try V1MessageDecoder.decode(body, messageID: Self.newMessageID("http-")).get()
 
-        let result: SendResult
         let sender: String
         switch send.target {
         case .token(let token):
             sender = senders(for: [token], choice)[0]
-            result = await engineSend(SendRequest(sender: sender, target: send.target, message: send.message)).first
-                ?? .refused(.internalError)
         default:
             // A topic belongs to one sender; a project name the emulator cannot map names none.
             guard case .fixed(let fixed) = choice else {
@@ -57,9 +54,25 @@ extension FCMHTTPAPI {
                     "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(project)': topic and condition sends need a project that names one sender (its project number, or a project in the --config file).")
             }
             sender = fixed
-            result = await engineSend(SendRequest(sender: sender, target: send.target, message: send.message)).first
-                ?? .refused(.internalError)
         }
+        do throws(GoogleError) {
+            if let injected = injectedHTTPError(api: "v1", sender: sender, target: send.target) {
+                throw Self.injectedV1Error(status: injected.status, retryAfter: injected.retryAfter)
+            }
+            let answer = try await v1Deliver(send, sender: sender, project: project)
+            auditSend(api: "v1", sender: sender, target: send.target, status: 200)
+            return answer
+        } catch {
+            auditSend(api: "v1", sender: sender, target: send.target, status: Int(error.status.code), retryAfter: error.retryAfter,
+                      unregistered: error.fcmErrorCode == "UNREGISTERED" ? Self.tokens(of: send.target) : [])
+            throw error
+        }
+    }
+
+    /// The send itself, once the sender is known and no fault was injected.
+    func v1Deliver(_ send: V1SendRequest, sender: String, project: String) async throws(GoogleError) -> String {
+        let result = await engineSend(SendRequest(sender: sender, target: send.target, message: send.message)).first
+            ?? .refused(.internalError)
         switch result {
         case .fannedOut(let number):
             var writer = JSONObjectWriter()

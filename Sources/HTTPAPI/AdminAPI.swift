@@ -132,6 +132,7 @@ public struct AdminAPI: Sendable {
         addTopicRoutes(to: v1)
         addDeviceGroupRoutes(to: v1)
         addAPNsRoutes(to: v1)
+        addConformanceRoutes(to: v1)
         v1.post("connections/:id/drain") { _, context in
             let id = try context.parameters.require("id")
             guard self.engine.drain(connectionID: id) else { throw APIError.notFound("no connection with id \(id)") }

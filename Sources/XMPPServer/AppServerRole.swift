@@ -1,5 +1,7 @@
+import AppServerAudit
 import CCSEngine
 import CCSProtocol
+import FaultInjection
 import NIOCore
 import XMLStreaming
 
@@ -12,10 +14,21 @@ extension XMPPConnectionHandler {
         switch AppServerStanzaDecoder.decode(gcm.text) {
         case .failure(.stanzaError(let description)):
             write(stanzaError(echoing: stanza, gcmText: gcm.text, description: description))
+            if let link {
+                engine.audit.downstreamAnswered(connection: link.id, messageID: stanza.attribute("id") ?? "", to: nil,
+                                                answer: .stanzaError(description))
+            }
         case .failure(.nack(let nack)):
             appendGCM(OutgoingJSON.nack(nack))
+            if let link {
+                engine.audit.downstreamAnswered(connection: link.id, messageID: nack.messageID, to: nack.from,
+                                                answer: .nack(code: nack.code.rawValue))
+            }
         case .success(.ack(let messageID, let to)):
-            if let link { engine.appServerAcknowledged(connectionID: link.id, messageID: messageID, to: to) }
+            if let link {
+                engine.audit.outboundAcknowledged(connection: link.id, messageID: messageID)
+                engine.appServerAcknowledged(connectionID: link.id, messageID: messageID, to: to)
+            }
         case .success(.nack):
             break // app servers never NACK (spec §5.1); there is nothing to undo
         case .success(.downstream(let message)):
@@ -25,19 +38,45 @@ extension XMPPConnectionHandler {
 
     private func downstream(_ message: DownstreamMessage) {
         guard let link, let sender = principal else { return }
+        let messageID = message.messageID
+        let addressee = message.to ?? message.condition
+        let audit = engine.audit
+        audit.downstreamReceived(connection: link.id, messageID: messageID, to: addressee)
+        func refuse(_ code: NackCode, _ description: String) {
+            appendGCM(OutgoingJSON.nack(Nack(messageID: messageID, from: addressee, code: code, description: description)))
+            audit.downstreamAnswered(connection: link.id, messageID: messageID, to: addressee, answer: .nack(code: code.rawValue))
+        }
         if link.isDraining {
-            appendGCM(OutgoingJSON.nack(Nack(messageID: message.messageID, from: message.to ?? message.condition,
-                                  code: .connectionDraining, description: "Connection is draining")))
+            refuse(.connectionDraining, "Connection is draining")
             return
+        }
+        // Injected faults (docs/conformance.md): one atomic load when no rule acts here.
+        var answerDelay: Int?
+        var dropAnswer = false
+        var drainAfter = false
+        for action in engine.faults.decide(.ccsDownstream, FaultSubject(
+            sender: sender, token: message.to.flatMap { $0.hasPrefix("/topics/") ? nil : $0 },
+            topic: message.to.flatMap { $0.hasPrefix("/topics/") ? $0 : nil }, messageID: messageID,
+            origin: "ccs:\(link.id)")) {
+            switch action {
+            case .nack(let code, let description):
+                refuse(code, description ?? code.defaultDescription)
+                return
+            case .closeConnection:
+                perform(negotiation.serverClosing())
+                return
+            case .delayAck(let millis): answerDelay = millis
+            case .dropAck: dropAnswer = true
+            case .drain: drainAfter = true
+            default: break
+            }
         }
         if link.pendingCount >= configuration.maxPendingDownstream {
             switch configuration.overLimitPolicy {
             case .accept:
                 break
             case .nack:
-                appendGCM(OutgoingJSON.nack(Nack(messageID: message.messageID, from: message.to ?? message.condition,
-                                      code: .serviceUnavailable,
-                                      description: "More than \(configuration.maxPendingDownstream) messages pending on this connection")))
+                refuse(.serviceUnavailable, "More than \(configuration.maxPendingDownstream) messages pending on this connection")
                 return
             case .close:
                 perform(negotiation.streamError("policy-violation",
@@ -46,32 +85,55 @@ extension XMPPConnectionHandler {
             }
         }
         link.pending.add(1, ordering: .relaxed)
-        let messageID = message.messageID
-        let addressee = message.to ?? message.condition
+        let (delay, drop, drain) = (answerDelay, dropAnswer, drainAfter)
         engine.send(SendRequest(sender: sender, target: message.canonicalTarget, message: message.canonical)) { results in
             link.mailbox.post {
-                // Counted down on the loop, with the answer written: shutdown waits for pending = 0.
-                link.pending.subtract(1, ordering: .relaxed)
-                guard let handler = link.handler.value.handler, let result = results.first else { return }
+                guard let result = results.first else {
+                    link.pending.subtract(1, ordering: .relaxed)
+                    return
+                }
+                let answer: String
+                let audited: Auditor.Answer
                 switch result {
                 case .accepted(let token, _):
-                    handler.writeGCM(OutgoingJSON.ack(messageID: messageID, from: token))
+                    answer = OutgoingJSON.ack(messageID: messageID, from: token)
+                    audited = .ack
                 case .fannedOut:
                     // A topic or condition send: the ACK's `from` is the topic or the condition (docs/semantics.md).
-                    handler.writeGCM(OutgoingJSON.ack(messageID: messageID, from: addressee))
+                    answer = OutgoingJSON.ack(messageID: messageID, from: addressee)
+                    audited = .ack
                 case .refused(let error):
-                    handler.writeGCM(OutgoingJSON.nack(Nack(messageID: messageID, from: addressee, refusal: error)))
+                    let nack = Nack(messageID: messageID, from: addressee, refusal: error)
+                    answer = OutgoingJSON.nack(nack)
+                    audited = .nack(code: nack.code.rawValue)
                 case .group(let outcome) where outcome.allFailed:
-                    handler.writeGCM(OutgoingJSON.deviceGroupNack(Nack(messageID: messageID, groupOutcome: outcome),
-                                                                  success: outcome.success, failure: outcome.failure,
-                                                                  failedRegistrationIDs: outcome.failedRegistrationIDs))
+                    let nack = Nack(messageID: messageID, groupOutcome: outcome)
+                    answer = OutgoingJSON.deviceGroupNack(nack, success: outcome.success, failure: outcome.failure,
+                                                          failedRegistrationIDs: outcome.failedRegistrationIDs)
+                    audited = .nack(code: nack.code.rawValue)
                 case .group(let outcome):
                     // At least one member took it, or the group is empty: an ACK with the counts.
-                    handler.writeGCM(OutgoingJSON.deviceGroupAck(messageID: messageID, from: outcome.notificationKey,
-                                                                 success: outcome.success, failure: outcome.failure,
-                                                                 failedRegistrationIDs: outcome.failedRegistrationIDs))
+                    answer = OutgoingJSON.deviceGroupAck(messageID: messageID, from: outcome.notificationKey,
+                                                         success: outcome.success, failure: outcome.failure,
+                                                         failedRegistrationIDs: outcome.failedRegistrationIDs)
+                    audited = .ack
                 }
-                if link.pendingCount == 0 { handler.finishPeerEndedStream() }
+                let deliver = {
+                    // Counted down on the loop, with the answer written: shutdown waits for pending = 0.
+                    link.pending.subtract(1, ordering: .relaxed)
+                    guard let handler = link.handler.value.handler else { return }
+                    if !drop {
+                        handler.writeGCM(answer)
+                        audit.downstreamAnswered(connection: link.id, messageID: messageID, to: addressee, answer: audited)
+                    }
+                    if drain { handler.startDraining() }
+                    if link.pendingCount == 0 { handler.finishPeerEndedStream() }
+                }
+                if let delay, let loop = link.handler.value.handler?.context?.eventLoop {
+                    loop.scheduleTask(in: .milliseconds(Int64(delay))) { deliver() }
+                } else {
+                    deliver()
+                }
             }
         }
     }
@@ -84,6 +146,10 @@ extension XMPPConnectionHandler {
         let head = "<message to=\"\(XMLEscaping.escapeAttribute(bare))\" from=\"devices@gcm.googleapis.com\" type=\"normal\"><gcm xmlns=\"google:mobile:data\">"
         for m in messages {
             writeAndScheduleFlush(head + XMLEscaping.escapeText(m.json) + "</gcm></message>")
+            if let link {
+                engine.audit.outboundSent(connection: link.id, messageID: m.messageID,
+                                          receipt: m.messageID.hasPrefix(DeliveryReceipt.messageIDPrefix))
+            }
         }
     }
 
@@ -119,6 +185,7 @@ extension XMPPConnectionHandler {
         guard role == .appServer, let link, let context, !closing, !link.isDraining else { return }
         link.draining.store(true, ordering: .relaxed)
         engine.connectionDraining(id: link.id)
+        engine.audit.drained(connection: link.id)
         writeAndScheduleFlush("<message><data:gcm xmlns:data=\"google:mobile:data\">\(OutgoingJSON.connectionDraining)</data:gcm></message>")
         let bound = link.handler
         drainClose = context.eventLoop.scheduleTask(in: configuration.drainGracePeriod) {

@@ -261,6 +261,7 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
                 perform(negotiation.streamError("resource-constraint", text: "too many connections for sender \(principal)"))
                 return
             }
+            engine.audit.connectionOpened(link.id, sender: principal)
         case .device:
             flushOutput()
             engine.deviceConnected(token: principal, link: link)
@@ -273,7 +274,9 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         guard registered, let link, let principal else { return }
         registered = false
         switch role {
-        case .appServer: engine.connectionClosed(id: link.id)
+        case .appServer:
+            engine.connectionClosed(id: link.id)
+            engine.audit.connectionClosed(link.id)
         case .device: engine.deviceDisconnected(token: principal, link: link)
         }
     }
