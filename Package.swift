@@ -115,8 +115,15 @@ let package = Package(
             .product(name: "NIOTLS", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
+        .target(name: "ConformanceRunner", dependencies: [
+            "CCSEmulator", "CCSEngine", "CCSStore", "DeviceSimulator", "AppServerAudit", "FaultInjection", "PushDomain",
+            "APNsGateway",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
         .executableTarget(name: "ccs-emulator", dependencies: [
-            "CCSEmulator", "DeviceSimulator", "LoadGenerator", "CCSEngine", "CCSProtocol", "CCSStore", "XMPPServer",
+            "CCSEmulator", "DeviceSimulator", "LoadGenerator", "ConformanceRunner", "CCSEngine", "CCSProtocol", "CCSStore", "XMPPServer",
             "GoogleAuth",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -135,6 +142,7 @@ let package = Package(
         .testTarget(name: "CCSProtocolTests", dependencies: ["CCSProtocol"]),
         .testTarget(name: "FaultInjectionTests", dependencies: ["FaultInjection", "CCSProtocol"]),
         .testTarget(name: "AppServerAuditTests", dependencies: ["AppServerAudit"]),
+        .testTarget(name: "ConformanceRunnerTests", dependencies: ["ConformanceRunner", "AppServerAudit", "PushDomain"]),
         .testTarget(name: "CCSStoreTests", dependencies: ["CCSStore", "PushDomain", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "CCSEngineTests", dependencies: ["CCSEngine", "CCSStore", "CCSProtocol"]),
         .testTarget(name: "LoadGeneratorTests", dependencies: [

@@ -72,4 +72,13 @@ public struct AuditFinding: Sendable, Equatable {
     public var at: Int64
     public var text: String
     public var evidence: [AuditEvidence]
+
+    public init(rule: AuditRule, sender: String, connection: String?, at: Int64, text: String, evidence: [AuditEvidence]) {
+        self.rule = rule
+        self.sender = sender
+        self.connection = connection
+        self.at = at
+        self.text = text
+        self.evidence = evidence
+    }
 }

@@ -17,7 +17,7 @@ struct CCSEmulatorCommand: AsyncParsableCommand {
             HTTP on port 8080 under /emulator/v1/. See README.md and docs/.
             """,
         version: ccsEmulatorVersion,
-        subcommands: [Serve.self, Device.self, Send.self, Credentials.self, APNsCert.self, Bench.self],
+        subcommands: [Serve.self, Device.self, Send.self, Credentials.self, APNsCert.self, Bench.self, Conformance.self],
         defaultSubcommand: Serve.self)
 }
 
