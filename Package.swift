@@ -167,7 +167,7 @@ let package = Package(
             .product(name: "SwiftASN1", package: "swift-asn1"),
         ]),
         .testTarget(name: "HTTPAPITests", dependencies: [
-            "HTTPAPI", "CCSEngine", "CCSStore", "CCSProtocol",
+            "HTTPAPI", "CCSEngine", "CCSStore", "CCSProtocol", "FaultInjection",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdTesting", package: "hummingbird"),
         ]),

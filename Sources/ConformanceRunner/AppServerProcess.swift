@@ -1,40 +1,84 @@
 import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The app server under test, started from a shell command line with the runner's environment
-/// (docs/conformance.md, "The contract"); its output goes to a log file for the report.
-final class AppServerProcess: @unchecked Sendable {
-    // @unchecked: `process` is touched only by the runner's one task, in order.
-    let process = Process()
+/// (docs/conformance.md, "The contract"), in a process group of its own so that stopping it also
+/// stops whatever the command started (`cd x && python3 app.py`, a wrapper script). Its output goes
+/// to a log file for the report.
+final class AppServerProcess: Sendable {
+    let pid: pid_t
     let logURL: URL
+    /// The exit status once it has been reaped.
+    let exited = Mutex<Int32?>(nil)
+
+    struct SpawnError: Error, CustomStringConvertible {
+        var code: Int32
+        var description: String { "could not start the app server: \(String(cString: strerror(code)))" }
+    }
 
     init(command: String, environment: [String: String], logURL: URL) throws {
         self.logURL = logURL
-        FileManager.default.createFile(atPath: logURL.path, contents: nil)
-        let log = try FileHandle(forWritingTo: logURL)
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        // `exec`: the signals of `stop` reach the app server itself, not a shell around it.
-        process.arguments = ["-c", "exec " + command]
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        process.standardOutput = log
-        process.standardError = log
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+        posix_spawnattr_setpgroup(&attributes, 0)
+        var files = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&files)
+        defer { posix_spawn_file_actions_destroy(&files) }
+        posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&files, 1, logURL.path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&files, 1, 2)
+        let env = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let words: [String] = ["/bin/sh", "-c", command]
+        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var child: pid_t = 0
+        let rc = posix_spawn(&child, "/bin/sh", &files, &attributes, argv, envp)
+        guard rc == 0 else { throw SpawnError(code: rc) }
+        pid = child
     }
 
-    var isRunning: Bool { process.isRunning }
-    var exitStatus: Int32 { process.terminationStatus }
+    /// Reaps it if it has exited (never blocks).
+    var isRunning: Bool {
+        exited.withLock { status in
+            guard status == nil else { return false }
+            var raw: Int32 = 0
+            guard waitpid(pid, &raw, WNOHANG) == pid else { return true }
+            status = Self.exitCode(raw)
+            return false
+        }
+    }
 
-    /// SIGTERM, up to 5 s to exit, then SIGKILL.
+    var exitStatus: Int32 { exited.withLock { $0 } ?? -1 }
+
+    static func exitCode(_ raw: Int32) -> Int32 {
+        // WIFEXITED / WEXITSTATUS, WTERMSIG: the C macros are not imported into Swift.
+        (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+    }
+
+    /// SIGTERM to the group, up to 5 s to exit, then SIGKILL.
     func stop() async {
-        guard process.isRunning else { return }
-        process.terminate()
-        for _ in 0..<250 where process.isRunning {
+        guard isRunning else { return }
+        kill(-pid, SIGTERM)
+        for _ in 0..<250 where isRunning {
             try? await Task.sleep(for: .milliseconds(20))
         }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+        if isRunning {
+            kill(-pid, SIGKILL)
+            exited.withLock { status in
+                var raw: Int32 = 0
+                if waitpid(pid, &raw, 0) == pid { status = Self.exitCode(raw) }
+            }
         }
+        // Anything the command left behind in its group goes too.
+        kill(-pid, SIGKILL)
     }
 
     /// The end of what it printed, for a failed scenario's report.

@@ -100,7 +100,8 @@ public final class ConformanceRunner: Sendable {
             var appServer: AppServerProcess?
             do {
                 devices = try await registerAndConnect(scenario.devices, emulator)
-                appServer = try await startAppServer(emulator, devices: devices, scenario: scenario)
+                appServer = try launchAppServer(emulator, devices: devices, scenario: scenario)
+                try await waitForAppServer(emulator, appServer)
                 var run = Steps(runner: self, emulator: emulator, devices: devices, appServer: appServer, scenario: scenario)
                 try await run.perform()
             } catch let error as StepFailure {
@@ -147,20 +148,21 @@ public final class ConformanceRunner: Sendable {
         ]
     }
 
-    func startAppServer(_ emulator: Emulator, devices: [SimulatedDevice], scenario: Scenario) async throws -> AppServerProcess? {
+    func launchAppServer(_ emulator: Emulator, devices: [SimulatedDevice], scenario: Scenario) throws -> AppServerProcess? {
         let env = environment(emulator, devices: devices)
-        var process: AppServerProcess?
-        if let command = options.appServerCommand {
-            let logURL = URL(fileURLWithPath: options.dataDirectory).appendingPathComponent("app-server.\(scenario.name).log")
-            process = try AppServerProcess(command: command, environment: env, logURL: logURL)
-        } else {
+        guard let command = options.appServerCommand else {
             say("waiting for the app server: " + env.keys.sorted().map { "\($0)=\(env[$0]!)" }.joined(separator: " "))
+            return nil
         }
-        let engine = emulator.engine
-        let started = process
+        let logURL = URL(fileURLWithPath: options.dataDirectory).appendingPathComponent("app-server.\(scenario.name).log")
+        return try AppServerProcess(command: command, environment: env, logURL: logURL)
+    }
+
+    func waitForAppServer(_ emulator: Emulator, _ process: AppServerProcess?) async throws {
+        let engine = emulator.engine, sender = options.senderID
         let connected = await waitUntil(options.startupTimeoutMillis) {
-            if let started, !started.isRunning { return true }
-            return engine.connectionCount(senderID: self.options.senderID) > 0
+            if let process, !process.isRunning { return true }
+            return engine.connectionCount(senderID: sender) > 0
         }
         if let process, !process.isRunning {
             throw StepFailure(description: "the app server exited (status \(process.exitStatus)) before it connected")
@@ -168,7 +170,6 @@ public final class ConformanceRunner: Sendable {
         guard connected else {
             throw StepFailure(description: "the app server did not connect to CCS within \(options.startupTimeoutMillis) ms")
         }
-        return process
     }
 
     /// Polls a fact every 20 ms until it holds or the time is up (bounded; never a bare sleep).
