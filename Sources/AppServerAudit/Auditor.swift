@@ -65,15 +65,19 @@ public final class Auditor: Sendable {
     let state = Mutex(State())
     let now: @Sendable () -> Int64
     public let limits: Limits
+    /// Off (`serve --audit off`, for load tests): every event is ignored and the report is empty.
+    public let isEnabled: Bool
 
-    public init(limits: Limits = Limits(), now: @escaping @Sendable () -> Int64) {
+    public init(limits: Limits = Limits(), enabled: Bool = true, now: @escaping @Sendable () -> Int64) {
         self.limits = limits
+        self.isEnabled = enabled
         self.now = now
     }
 
     // MARK: events (CCS)
 
     public func connectionOpened(_ id: String, sender: String) {
+        guard isEnabled else { return }
         let at = now()
         state.withLock { s in
             s.connections[id] = Connection(sender: sender, openedAt: at)
@@ -92,6 +96,7 @@ public final class Auditor: Sendable {
     }
 
     public func connectionClosed(_ id: String) {
+        guard isEnabled else { return }
         let at = now()
         state.withLock { s in
             guard var c = s.connections[id], c.closedAt == nil else { return }
@@ -111,6 +116,7 @@ public final class Auditor: Sendable {
 
     /// A downstream stanza arrived on a CCS connection (before it is answered).
     public func downstreamReceived(connection: String, messageID: String, to: String?) {
+        guard isEnabled else { return }
         let at = now()
         state.withLock { s in
             guard var c = s.connections[connection] else { return }
@@ -147,6 +153,7 @@ public final class Auditor: Sendable {
     }
 
     public func downstreamAnswered(connection: String, messageID: String, to: String?, answer: Answer) {
+        guard isEnabled else { return }
         let at = now()
         state.withLock { s in
             guard var c = s.connections[connection] else { return }
@@ -182,6 +189,7 @@ public final class Auditor: Sendable {
     }
 
     public func drained(connection: String) {
+        guard isEnabled else { return }
         let at = now()
         state.withLock { s in
             guard var c = s.connections[connection], c.drainedAt == nil else { return }
@@ -193,6 +201,7 @@ public final class Auditor: Sendable {
 
     /// An upstream message or a receipt written to an app server.
     public func outboundSent(connection: String, messageID: String, receipt: Bool) {
+        guard isEnabled else { return }
         let at = now()
         state.withLock { s in
             s.connections[connection]?.outbound[messageID] = (at, receipt)
@@ -201,6 +210,7 @@ public final class Auditor: Sendable {
 
     /// An app server's ACK (the receipt's id with or without `dr2:`).
     public func outboundAcknowledged(connection: String, messageID: String) {
+        guard isEnabled else { return }
         state.withLock { s in
             guard var c = s.connections[connection] else { return }
             var key = messageID
@@ -218,6 +228,7 @@ public final class Auditor: Sendable {
     /// said are not registered.
     public func httpSend(sender: String, api: String, targetKey: String, tokens: [String], status: Int,
                          retryAfterSeconds: Int?, unregistered: [String]) {
+        guard isEnabled else { return }
         let at = now()
         state.withLock { s in
             let key = "http:" + targetKey

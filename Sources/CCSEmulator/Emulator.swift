@@ -60,6 +60,8 @@ public struct EmulatorConfiguration: Sendable {
     public var maxUnackedOutbound = 100
     public var ackTimeoutMillis: Int64 = 60_000
     public var maxConnectionsPerSender = 1000
+    /// The app-server audit (docs/conformance.md); off saves its bookkeeping under load tests.
+    public var audit = true
     /// Delete the database (senders, devices, queues, the virtual clock's time) before opening it;
     /// the TLS material in DATA_DIR/tls stays, so clients keep trusting the same CA.
     public var resetState = false
@@ -161,12 +163,12 @@ public final class Emulator: Sendable {
                 clock = VirtualClock(startMillis: start)
             }
         }
-        let engine = try Engine(committer: committer, clock: clock,
-                                configuration: .init(authMode: config.authMode, configuredSenders: configuredSenders,
-                                                      maxUnackedOutbound: config.maxUnackedOutbound,
-                                                      ackTimeoutMillis: config.ackTimeoutMillis,
-                                                      maxConnectionsPerSender: config.maxConnectionsPerSender),
-                                logger: logger)
+        var engineConfiguration = Engine.Configuration(authMode: config.authMode, configuredSenders: configuredSenders,
+                                                       maxUnackedOutbound: config.maxUnackedOutbound,
+                                                       ackTimeoutMillis: config.ackTimeoutMillis,
+                                                       maxConnectionsPerSender: config.maxConnectionsPerSender)
+        engineConfiguration.auditEnabled = config.audit
+        let engine = try Engine(committer: committer, clock: clock, configuration: engineConfiguration, logger: logger)
 
         // TLS: the given certificate, or the development CA's.
         let certPath: String, keyPath: String, caPath: String

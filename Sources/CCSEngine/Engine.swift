@@ -58,6 +58,8 @@ public final class Engine: Sendable {
         /// Upstream messages and receipts kept per sender while no app server takes them; beyond it the
         /// oldest are dropped, so that an app server that never ACKs cannot grow memory without bound.
         public var maxPendingOutboundPerSender: Int
+        /// Whether the app-server audit records anything (docs/conformance.md).
+        public var auditEnabled = true
 
         public init(authMode: AuthMode = .permissive, configuredSenders: [String: String] = [:],
                     maxSendersPerDevice: Int = 100, maxCollapseKeys: Int = 4, maxStoredNonCollapsible: Int = 100,
@@ -200,7 +202,7 @@ public final class Engine: Sendable {
                                                      "message_id": "\(entry.subject.messageID ?? "-")",
                                                      "token": "\(entry.subject.token ?? "-")"])
         })
-        audit = Auditor(now: { clock.nowMillis() })
+        audit = Auditor(enabled: configuration.auditEnabled, now: { clock.nowMillis() })
         var s = State()
         for sender in try committer.store.loadSenders() { s.senders[sender.senderID] = sender }
         for device in try committer.store.loadDevices() {

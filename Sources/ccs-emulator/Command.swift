@@ -118,6 +118,8 @@ struct Serve: AsyncParsableCommand {
     var ackTimeout: Double = 60
     @Option(help: "Parallel app-server connections per sender ID.")
     var maxConnections = 1000
+    @Option(help: "on: record app servers' client obligations kept and broken (GET /emulator/v1/audit); off: record nothing (load tests).")
+    var audit: Switch = .on
     @Option(help: "Seconds a drained connection stays open before the emulator closes it.")
     var drainGrace = 10
     @Option(help: "Seconds a connection may take to authenticate.")
@@ -180,6 +182,7 @@ struct Serve: AsyncParsableCommand {
         c.maxUnackedOutbound = maxUnacked
         c.ackTimeoutMillis = Int64(ackTimeout * 1000)
         c.maxConnectionsPerSender = maxConnections
+        c.audit = audit == .on
         c.xmpp.overLimitPolicy = overLimit
         c.xmpp.drainGracePeriod = .seconds(Int64(drainGrace))
         c.xmpp.authenticationTimeout = .seconds(Int64(authTimeout))
@@ -229,4 +232,9 @@ final class SignalWaiter {
         for await s in stream { return s }
         return 0
     }
+}
+
+/// An on/off option (`--audit on|off`).
+enum Switch: String, ExpressibleByArgument, CaseIterable {
+    case on, off
 }
