@@ -25,6 +25,8 @@ public final class APNsServer: Sendable {
         public var payloadLimit = 2048
         /// Accept TLS 1.0 and 1.1 too, for very old provider libraries.
         public var allowTLS1 = false
+        /// A TLS handshake not finished by then is abandoned (the connection is closed).
+        public var handshakeTimeout: TimeAmount = .seconds(30)
 
         public init() {}
     }
@@ -65,7 +67,7 @@ public final class APNsServer: Sendable {
                                    engine: Engine, logger: Logger) async throws -> PendingGateway {
         let connections = APNsConnections()
         let limit = configuration.payloadLimit
-        let channel = try await bootstrap(group: group, tls: tls) { channel in
+        let channel = try await bootstrap(group: group, tls: tls, handshakeTimeout: configuration.handshakeTimeout) { channel in
             APNsGatewayHandler(engine: engine, payloadLimit: limit, connections: connections, logger: logger)
         }
         .bind(host: configuration.host, port: configuration.gatewayPort).get()
@@ -78,7 +80,7 @@ public final class APNsServer: Sendable {
 
         public func start(group: any EventLoopGroup, tls: NIOSSLContext, configuration: Configuration,
                           engine: Engine, logger: Logger) async throws -> APNsServer {
-            let feedback = try await APNsServer.bootstrap(group: group, tls: tls) { _ in
+            let feedback = try await APNsServer.bootstrap(group: group, tls: tls, handshakeTimeout: configuration.handshakeTimeout) { _ in
                 APNsFeedbackHandler(engine: engine, logger: logger)
             }
             .bind(host: configuration.host, port: configuration.feedbackPort).get()
@@ -86,7 +88,7 @@ public final class APNsServer: Sendable {
         }
     }
 
-    private static func bootstrap(group: any EventLoopGroup, tls: NIOSSLContext,
+    private static func bootstrap(group: any EventLoopGroup, tls: NIOSSLContext, handshakeTimeout: TimeAmount,
                                   handler: @escaping @Sendable (any Channel) -> any ChannelHandler) -> ServerBootstrap {
         ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
@@ -95,6 +97,7 @@ public final class APNsServer: Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                    try channel.pipeline.syncOperations.addHandler(HandshakeDeadline(timeout: handshakeTimeout))
                     try channel.pipeline.syncOperations.addHandler(handler(channel))
                 }
             }

@@ -60,6 +60,9 @@ public struct EmulatorConfiguration: Sendable {
     public var maxUnackedOutbound = 100
     public var ackTimeoutMillis: Int64 = 60_000
     public var maxConnectionsPerSender = 1000
+    /// An HTTP client's time to send a request head, and again its body; also a TLS handshake on the
+    /// APNs listeners (docs/hardening.md).
+    public var requestTimeoutMillis = 30_000
     /// The app-server audit (docs/conformance.md); off saves its bookkeeping under load tests.
     public var audit = true
     /// Delete the database (senders, devices, queues, the virtual clock's time) before opening it;
@@ -224,6 +227,7 @@ public final class Emulator: Sendable {
 
             var apnsConfig = config.apns
             apnsConfig.host = config.bindHost
+            apnsConfig.handshakeTimeout = .milliseconds(Int64(config.requestTimeoutMillis))
             let pendingGateway: APNsServer.PendingGateway
             do {
                 pendingGateway = try await APNsServer.bindGateway(group: group, tls: apnsTLS, configuration: apnsConfig,
@@ -277,10 +281,13 @@ public final class Emulator: Sendable {
                 started.append((option, port, portStream))
                 continuations.append(portContinuation)
             }
-            addApplication(.http1(), option: "--http-port", port: config.httpPort)
+            let requestTimeout = TimeAmount.milliseconds(Int64(config.requestTimeoutMillis))
+            let http1 = HTTPServerBuilder.http1(configuration: .init(
+                additionalChannelHandlers: [HTTPRequestDeadlines(timeout: requestTimeout)]))
+            addApplication(http1, option: "--http-port", port: config.httpPort)
             // Proxy mode tunnels HTTPS to a TLS listener: the --https-port one, or a private one on a free port.
             if config.httpsPort != nil || config.proxyPort != nil {
-                addApplication(try .tls(.http1(), tlsConfiguration: tlsConfig), option: "--https-port",
+                addApplication(try .tls(http1, tlsConfiguration: tlsConfig), option: "--https-port",
                                port: config.httpsPort ?? 0)
             }
             // In a service group, so that shutdown is graceful (no cancellation of open connections).

@@ -27,6 +27,12 @@ public struct XMPPServerConfiguration: Sendable {
     public var idleParserRelease: TimeAmount? = .seconds(1)
     /// How long an app server that ended its stream waits for the answers to its last messages.
     public var peerEndGracePeriod: TimeAmount = .seconds(5)
+    /// Output a peer leaves unread (bytes waiting in the socket's buffer) before the connection is
+    /// closed. Reading from the peer already stops at NIO's high-water mark (64 KiB); this bounds what
+    /// the emulator's own pushes (upstream, deliveries) can pile up.
+    public var maxBufferedOutput = 4 << 20
+    /// How long a closing connection's last output may take to go out before the socket is closed anyway.
+    public var closeGracePeriod: TimeAmount = .seconds(2)
     /// The bound CCS port, named when an app server logs in on the device channel by mistake.
     public var appServerPort: Int?
 

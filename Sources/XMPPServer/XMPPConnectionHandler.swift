@@ -16,8 +16,9 @@ public enum ConnectionRole: Sendable {
 
 /// The thin NIO adapter: bytes in → expat events → `StreamNegotiation` → role logic → bytes out.
 /// Runs on its channel's event loop only; the engine reaches it through `ConnectionLink`.
-final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
+final class XMPPConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
     let role: ConnectionRole
@@ -49,6 +50,11 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     /// Reused storage for the parser's event list.
     var eventStorage: [XMLStreamEvent] = []
     var remoteAddress = "?"
+    /// A read the channel asked for while its output was over the high-water mark: held back until the
+    /// peer has taken what it was sent (a peer that never reads stops being read).
+    var heldRead = false
+    /// Connections closed because their peer let more than `maxBufferedOutput` pile up.
+    static let closedForUnreadOutput = Atomic<Int>(0)
     /// The session is registered with the engine (once, even if a client binds twice).
     var registered = false
     /// App server: the sender ID. Device: the token.
@@ -305,6 +311,36 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             context.write(wrapOutboundOut(pending), promise: nil)
         }
         context.flush()
+        // Output the peer does not read stays in memory: past the cap the connection goes
+        // (docs/hardening.md). Reads stop earlier, at the high-water mark (`read(context:)`).
+        if !context.channel.isWritable, !closing,
+           let buffered = try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes),
+           buffered > configuration.maxBufferedOutput {
+            Self.closedForUnreadOutput.add(1, ordering: .relaxed)
+            logger.warning("closing a connection whose peer does not read", metadata: [
+                "remote": "\(remoteAddress)", "buffered_bytes": "\(buffered)", "principal": "\(principal ?? "-")"])
+            closing = true
+            unregisterSession()
+            context.close(promise: nil)
+        }
+    }
+
+    // MARK: backpressure
+
+    func read(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            context.read()
+        } else {
+            heldRead = true
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, heldRead {
+            heldRead = false
+            context.read()
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     /// For writes that do not come from a read (engine completions): flushed once the mailbox's batch
@@ -334,6 +370,9 @@ final class XMPPConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         context.writeAndFlush(wrapOutboundOut(last)).whenComplete { _ in
             channel.close(promise: nil)
         }
+        // That write never completes for a peer that never finished its TLS handshake (the auth
+        // timeout of a half-open connection) or stopped reading: it is not waited for long.
+        context.eventLoop.scheduleTask(in: configuration.closeGracePeriod) { channel.close(promise: nil) }
     }
 }
 

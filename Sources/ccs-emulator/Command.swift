@@ -124,6 +124,8 @@ struct Serve: AsyncParsableCommand {
     var drainGrace = 10
     @Option(help: "Seconds a connection may take to authenticate.")
     var authTimeout = 30
+    @Option(help: "Seconds an HTTP client may take to send a request head, and again its body; also an APNs TLS handshake (1 to 3600).")
+    var requestTimeout = 30
     @Option(help: "Event-loop threads for the XMPP and HTTP listeners (default: half the cores, at least 1).")
     var threads: Int?
     @Option(help: "trace, debug, info, notice, warning, error or critical (logs go to stderr).")
@@ -151,6 +153,7 @@ struct Serve: AsyncParsableCommand {
         }
         if !(0...86_400).contains(drainGrace) { throw ValidationError("--drain-grace must be 0...86400 seconds") }
         if !(1...86_400).contains(authTimeout) { throw ValidationError("--auth-timeout must be 1...86400 seconds") }
+        if !(1...3600).contains(requestTimeout) { throw ValidationError("--request-timeout must be 1...3600 seconds") }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
     }
 
@@ -186,6 +189,7 @@ struct Serve: AsyncParsableCommand {
         c.xmpp.overLimitPolicy = overLimit
         c.xmpp.drainGracePeriod = .seconds(Int64(drainGrace))
         c.xmpp.authenticationTimeout = .seconds(Int64(authTimeout))
+        c.requestTimeoutMillis = requestTimeout * 1000
 
         let signals = SignalWaiter([SIGTERM, SIGINT])
         let emulator: Emulator
