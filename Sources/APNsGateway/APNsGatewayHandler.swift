@@ -91,7 +91,7 @@ final class APNsGatewayHandler: ChannelInboundHandler, RemovableChannelHandler {
                 engine.send(SendRequest(sender: bundleID, target: .apnsDeviceToken(n.deviceTokenHex),
                                         message: n.message(nowMillis: now))) { results in
                     // Only the store failing is a refusal the provider can act on (retry): status 1.
-                    guard case .refused(.internalError)? = results.first else { return }
+                    guard case .refused(.unavailable)? = results.first else { return }
                     loop.execute { handler.value.processingError(identifier: identifier, channel: channel) }
                 }
             }

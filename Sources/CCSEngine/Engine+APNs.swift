@@ -50,7 +50,7 @@ extension Engine {
             apnsActivity.record(.init(event: .feedback, at: now, bundleID: bundleID, deviceToken: deviceToken,
                                       identifier: UInt32(message.messageID) ?? 0))
             committer.submit(.addAPNsFeedback(tuple)) { error in
-                completion([error == nil ? .refused(.unregistered(token: deviceToken)) : .refused(.internalError)])
+                completion([error == nil ? .refused(.unregistered(token: deviceToken)) : .refused(.unavailable)])
             }
         case .installed:
             send(message, to: device!.token, senderID: bundleID, origin: .apns(deviceToken: deviceToken)) { completion([$0]) }

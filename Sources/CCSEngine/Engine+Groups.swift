@@ -100,7 +100,7 @@ extension Engine {
                     case .unregistered, .invalidRegistration: dead.insert(token)
                     default: break
                     }
-                case .group, .fannedOut: failed.append((token, .internalError)) // not reached: a member is a token
+                case .group, .fannedOut: failed.append((token, .unavailable)) // not reached: a member is a token
                 }
             }
             if !dead.isEmpty && !message.dryRun { prune(dead, fromGroup: group.id) }

@@ -157,7 +157,7 @@ extension Engine {
     private func outcome(storing queued: QueuedMessage, error: Error?) -> SendResult {
         guard let error else { return .accepted(token: queued.token, deviceMessageID: queued.deviceMessageID) }
         logger.error("enqueue failed", metadata: ["error": "\(error)"])
-        return .refused(.internalError)
+        return .refused(.unavailable)
     }
 
     private enum Lookup {

@@ -196,7 +196,7 @@ extension Engine {
             committer.submit(.fanOut(fanOut)) { [self] error in
                 if let error {
                     logger.error("fan-out failed", metadata: ["error": "\(error)"])
-                    completion([.refused(.internalError)])
+                    completion([.refused(.unavailable)])
                     return
                 }
                 handOverFannedOut(queued, members: members)

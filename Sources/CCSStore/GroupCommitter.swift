@@ -55,7 +55,7 @@ public final class GroupCommitter: Sendable {
     private let logger: @Sendable (String) -> Void
 
     public init(store: any Persistence, maxBatch: Int = 4096, cancellableDelay: Duration = .zero,
-                logger: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data(("store: " + $0 + "\n").utf8)) }) {
+                logger: @escaping @Sendable (String) -> Void = { try? FileHandle.standardError.write(contentsOf: Data(("store: " + $0 + "\n").utf8)) }) {
         self.logger = logger
         self.store = store
         self.maxBatch = maxBatch

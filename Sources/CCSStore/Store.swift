@@ -26,8 +26,12 @@ public final class Store: Sendable {
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(sync)")
         }
-        pool = try DatabasePool(path: path, configuration: config)
-        try Self.migrator.migrate(pool)
+        do {
+            pool = try DatabasePool(path: path, configuration: config)
+            try Self.migrator.migrate(pool)
+        } catch let error as DatabaseError where [.SQLITE_NOTADB, .SQLITE_CORRUPT].contains(error.resultCode) {
+            throw UnreadableDatabase(path: path, reason: error.message ?? "\(error.resultCode)")
+        }
     }
 
     static var migrator: DatabaseMigrator {
@@ -584,4 +588,14 @@ public struct UnknownDevice: Error, CustomStringConvertible {
 /// What `apply` throws for an op chosen by `injectFailures`.
 public struct InjectedStoreFailure: Error, CustomStringConvertible {
     public var description: String { "injected store failure" }
+}
+
+/// The database file is not one SQLite can read: the emulator refuses to start rather than run on it
+/// (docs/hardening.md, "Storage faults").
+public struct UnreadableDatabase: Error, CustomStringConvertible {
+    public var path: String
+    public var reason: String
+    public var description: String {
+        "the database \(path) is corrupt or not a ccs-emulator database (SQLite: \(reason)); move it away to keep it, or start with --reset-state to begin with an empty one"
+    }
 }

@@ -207,7 +207,7 @@ public struct FCMHTTPAPI: Sendable {
             let target: Target = tokens.count == 1 ? .token(tokens[0]) : .tokens(tokens)
             return await engineSend(SendRequest(sender: sender, target: target, message: message))
         }
-        var results = [SendResult](repeating: .refused(.internalError), count: tokens.count)
+        var results = [SendResult](repeating: .refused(.unavailable), count: tokens.count)
         await withTaskGroup(of: ([Int], [SendResult]).self) { group in
             for (sender, indices) in groups {
                 let request = SendRequest(sender: sender, target: .tokens(indices.map { tokens[$0] }), message: message)

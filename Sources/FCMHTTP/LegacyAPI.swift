@@ -174,7 +174,7 @@ extension FCMHTTPAPI {
         case .invalidTopic: return "InvalidParameters"
         case .groupNotFound: return "NotRegistered"
         case .messageTooBig: return "MessageTooBig"
-        case .internalError: return "InternalServerError"
+        case .unavailable: return "Unavailable"
         }
     }
 

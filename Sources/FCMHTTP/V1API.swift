@@ -72,7 +72,7 @@ extension FCMHTTPAPI {
     /// The send itself, once the sender is known and no fault was injected.
     func v1Deliver(_ send: V1SendRequest, sender: String, project: String) async throws(GoogleError) -> String {
         let result = await engineSend(SendRequest(sender: sender, target: send.target, message: send.message)).first
-            ?? .refused(.internalError)
+            ?? .refused(.unavailable)
         switch result {
         case .fannedOut(let number):
             var writer = JSONObjectWriter()
@@ -117,8 +117,8 @@ extension FCMHTTPAPI {
         case .messageTooBig(_, let bytes):
             return .invalidArgument("Message is too big: after translation for the iOS device its APNs payload is \(bytes) bytes, the limit is \(APNsNotification.maximumPayloadBytes)",
                                     field: "message", description: "message is too big")
-        case .internalError:
-            return .internalError
+        case .unavailable:
+            return .unavailable(retryAfter: 1)
         }
     }
 }

@@ -107,8 +107,9 @@ public enum SendError: Error, Sendable, Equatable {
     /// Rendered for the token's iOS device, the APNs payload is over APNs's 4096 bytes
     /// (docs/platforms.md).
     case messageTooBig(token: String, bytes: Int)
-    /// The store could not take the message: retry.
-    case internalError
+    /// The store could not take the message (a full disk, an unwritable or failing database): retry
+    /// with backoff; service resumes by itself once the store takes writes again.
+    case unavailable
 }
 
 /// The answer for one token.

@@ -25,8 +25,9 @@ extension Nack {
         case .messageTooBig(_, let bytes):
             self.init(messageID: messageID, from: from, code: .invalidJSON,
                       description: "MessageTooBig: the APNs payload for the iOS device is \(bytes) bytes, the limit is 4096")
-        case .internalError:
-            self.init(messageID: messageID, from: from, code: .internalServerError, description: "Internal server error")
+        case .unavailable:
+            self.init(messageID: messageID, from: from, code: .serviceUnavailable,
+                      description: "Service unavailable: the message could not be stored; retry with exponential backoff")
         }
     }
 
@@ -38,8 +39,8 @@ extension Nack {
     init(messageID: String, groupOutcome outcome: GroupSendOutcome) {
         let errors = outcome.failed.map(\.error)
         let code: NackCode
-        if errors.contains(.internalError) {
-            code = .internalServerError
+        if errors.contains(.unavailable) {
+            code = .serviceUnavailable
         } else if errors.allSatisfy({ if case .unregistered = $0 { true } else if case .invalidRegistration = $0 { true } else { false } }) {
             code = .deviceUnregistered
         } else {

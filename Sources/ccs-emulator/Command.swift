@@ -31,7 +31,8 @@ enum Output {
     static func line(_ text: String) {
         lock.lock()
         defer { lock.unlock() }
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        // The throwing write: on a full disk (or a closed pipe) the line is lost, the process is not.
+        try? FileHandle.standardOutput.write(contentsOf: Data((text + "\n").utf8))
     }
 }
 
@@ -191,6 +192,9 @@ struct Serve: AsyncParsableCommand {
         c.xmpp.authenticationTimeout = .seconds(Int64(authTimeout))
         c.requestTimeoutMillis = requestTimeout * 1000
 
+        // Past a file-size limit (RLIMIT_FSIZE) a write fails with EFBIG, like on a full disk, instead
+        // of the signal ending the process: the store reports it and downstream answers "unavailable".
+        signal(SIGXFSZ, SIG_IGN)
         let signals = SignalWaiter([SIGTERM, SIGINT])
         let emulator: Emulator
         do {

@@ -80,7 +80,7 @@ struct ConformanceRun: AsyncParsableCommand {
         options.ccsPort = ccsPort
         options.httpPort = httpPort
         options.startupTimeoutMillis = startupTimeout * 1000
-        let runner = ConformanceRunner(options: options) { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }
+        let runner = ConformanceRunner(options: options) { try? FileHandle.standardError.write(contentsOf: Data(($0 + "\n").utf8)) }
         var results: [ScenarioResult] = []
         for (suiteName, scenarios) in loaded {
             for scenario in scenarios where filter.map({ scenario.name.contains($0) }) ?? true {

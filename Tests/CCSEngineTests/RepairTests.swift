@@ -195,7 +195,7 @@ import Testing
         h.engine.downstream(data("bad", to: bad.token), senderID: "111") { o in outcomes.withLock { $0["bad"] = o } }
         await h.settle()  // urgent: takes the held batch now, as one transaction
         #expect(outcomes.withLock { $0["ok"] } == .ack(from: good.token))
-        #expect(outcomes.withLock({ $0["bad"] }) == .nack(.internalError))
+        #expect(outcomes.withLock({ $0["bad"] }) == .nack(.unavailable))
         #expect(try h.queue(good.token).count == 1)
         #expect(try h.queue(bad.token).isEmpty)
     }
@@ -204,7 +204,7 @@ import Testing
         let h = try Harness()
         let d = try await h.register()
         h.engine.store.injectFailures { if case .enqueue = $0 { return true } else { return false } }
-        #expect(await h.send(data("m", to: d.token)) == .nack(.internalError))
+        #expect(await h.send(data("m", to: d.token)) == .nack(.unavailable))
     }
 
     // MARK: 10. two taps of one notification
