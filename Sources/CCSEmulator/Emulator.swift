@@ -63,6 +63,9 @@ public struct EmulatorConfiguration: Sendable {
     /// An HTTP client's time to send a request head, and again its body; also a TLS handshake on the
     /// APNs listeners (docs/hardening.md).
     public var requestTimeoutMillis = 30_000
+    /// Required by `/emulator/v1/` routes as `Authorization: Bearer …` when set; without it a
+    /// non-loopback `bindHost` is refused.
+    public var adminToken: String?
     /// The app-server audit (docs/conformance.md); off saves its bookkeeping under load tests.
     public var audit = true
     /// Delete the database (senders, devices, queues, the virtual clock's time) before opening it;
@@ -120,6 +123,12 @@ public final class Emulator: Sendable {
 
     /// Opens the store, binds every listener, and returns once all of them accept connections.
     public static func start(_ config: EmulatorConfiguration, logger: Logger) async throws -> Emulator {
+        if config.adminToken == nil, !isLoopback(config.bindHost) {
+            throw ConfigurationError("--bind \(config.bindHost) would open the admin API (devices, faults, the clock, reset) beyond this machine: give --admin-token TOKEN (clients send Authorization: Bearer TOKEN; the device, send and bench commands read CCS_ADMIN_TOKEN), or bind 127.0.0.1")
+        }
+        if let token = config.adminToken, token.utf8.count < 16 || !token.utf8.allSatisfy({ $0 > 32 && $0 < 127 }) {
+            throw ConfigurationError("--admin-token must be at least 16 printable characters without spaces")
+        }
         let fm = FileManager.default
         let dataDir = URL(fileURLWithPath: config.dataDirectory, relativeTo: URL(fileURLWithPath: fm.currentDirectoryPath))
             .standardizedFileURL.path
@@ -253,6 +262,7 @@ public final class Emulator: Sendable {
             emulatorInfo.apnsFeedbackPort = apns.feedbackPort
             let ports = Mutex(emulatorInfo)
             let router = Router()
+            if let token = config.adminToken { router.add(middleware: AdminTokenMiddleware(token: token)) }
             AdminAPI(engine: engine, info: { ports.withLock { $0 } }, connectionStatistics: {
                 ["idle_parsers_released": XMPPListener.idleParsersReleased]
             }).addRoutes(to: router)
@@ -431,4 +441,9 @@ struct ListenerError: Error, CustomStringConvertible {
         }
         return nil
     }
+}
+
+/// 127.0.0.0/8, ::1 and localhost: the addresses only this machine reaches.
+func isLoopback(_ host: String) -> Bool {
+    host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
 }

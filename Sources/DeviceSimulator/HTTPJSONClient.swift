@@ -1,4 +1,5 @@
 import CCSProtocol
+import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -30,6 +31,9 @@ public struct HTTPJSONClient: Sendable {
     }
 
     /// Parses `http://HOST:PORT[/]`.
+    /// `CCS_ADMIN_TOKEN` from the environment, if set.
+    static let adminToken: String? = ProcessInfo.processInfo.environment["CCS_ADMIN_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+
     public static func parseBaseURL(_ url: String) -> (host: String, port: Int)? {
         var rest = Substring(url)
         guard rest.hasPrefix("http://") else { return nil }
@@ -67,6 +71,10 @@ public struct HTTPJSONClient: Sendable {
             .connect(host: host, port: port).get()
         var headers = HTTPHeaders([("Host", "\(host):\(port)"), ("Connection", "close")])
         for (name, value) in extra { headers.add(name: name, value: value) }
+        // An emulator started with --admin-token wants it on its admin API (docs/hardening.md).
+        if path.hasPrefix("/emulator/v1/"), !headers.contains(name: "Authorization"), let token = Self.adminToken {
+            headers.add(name: "Authorization", value: "Bearer " + token)
+        }
         var body: ByteBuffer?
         if let text {
             let buffer = ByteBuffer(string: text)

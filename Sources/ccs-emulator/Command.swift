@@ -123,6 +123,8 @@ struct Serve: AsyncParsableCommand {
     var audit: Switch = .on
     @Option(help: "Seconds a drained connection stays open before the emulator closes it.")
     var drainGrace = 10
+    @Option(help: "Require Authorization: Bearer TOKEN on the admin API (/emulator/v1/, except health and ca.pem); needed for a --bind other than loopback. The device, send and bench commands send CCS_ADMIN_TOKEN from their environment.")
+    var adminToken: String?
     @Option(help: "Seconds a connection may take to authenticate.")
     var authTimeout = 30
     @Option(help: "Seconds an HTTP client may take to send a request head, and again its body; also an APNs TLS handshake (1 to 3600).")
@@ -164,6 +166,7 @@ struct Serve: AsyncParsableCommand {
         c.dataDirectory = dataDir
         c.resetState = resetState
         c.bindHost = bind
+        c.adminToken = adminToken ?? ProcessInfo.processInfo.environment["CCS_ADMIN_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         c.ccsPort = ccsPort
         c.devicePort = devicePort
         c.httpPort = httpPort
