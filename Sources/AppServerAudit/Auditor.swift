@@ -4,8 +4,9 @@ import Synchronization
 /// Records what app servers do and which client obligations they keep or break, per connection and
 /// per sender (docs/conformance.md, "The audit"). Front ends report events; `report` judges.
 ///
-/// Memory is bounded: per sender at most `maxTrackedIDs` ACKed ids and retry histories (oldest
-/// forgotten first) and at most `maxFindings` findings.
+/// Memory is bounded: at most `maxTrackedIDs` ACKed ids and as many retry histories in all senders
+/// together (oldest forgotten first; senders come and go, a bound per sender would not hold), at most
+/// `maxFindings` findings and the last 10,000 connections.
 public final class Auditor: Sendable {
     public struct Limits: Sendable {
         /// An upstream message or receipt not ACKed this long after it was sent is a finding.
@@ -44,17 +45,25 @@ public final class Auditor: Sendable {
     }
 
     struct Sender {
-        var acked = BoundedSet()
         var unregistered: [String: AuditEvidence] = [:]
-        var retries: [String: Retry] = [:]
-        var retryOrder: [String] = []
         var drains: [(connection: String, at: Int64)] = []
         var lastOpenedAt: Int64 = .min
         var kept: [AuditRule: Int] = [:]
         var broken: [AuditRule: Int] = [:]
     }
 
+    /// A sender's message id, or a sender's HTTP target: the keys of the id and retry records.
+    struct SenderKey: Hashable {
+        var sender: String
+        var key: String
+    }
+
     struct State {
+        /// Downstream message ids ACKed, per sender.
+        var acked = BoundedSet<SenderKey>()
+        var retries: [SenderKey: Retry] = [:]
+        var retryOrder: [SenderKey] = []
+        var retryStart = 0
         var connections: [String: Connection] = [:]
         var connectionOrder: [String] = []
         var senders: [String: Sender] = [:]
@@ -166,7 +175,7 @@ public final class Auditor: Sendable {
             let evidence = AuditEvidence(at: at, what: "\(answer)", messageID: messageID, connection: connection)
             switch answer {
             case .ack:
-                s.senders[sender, default: Sender()].acked.insert(messageID, limit: limits.maxTrackedIDs)
+                s.acked.insert(SenderKey(sender: sender, key: messageID), limit: limits.maxTrackedIDs)
                 forgetRetry(&s, sender: sender, key: "ccs:" + messageID)
                 kept(&s, .wellFormed, sender: sender)
             case .nack(let code):
@@ -254,7 +263,7 @@ public final class Auditor: Sendable {
     private func checkSend(_ s: inout State, sender: String, retryKey: String?, messageID: String?, token: String?,
                            connection: String?, at: Int64, what: String) {
         if let messageID {
-            if s.senders[sender]?.acked.contains(messageID) == true {
+            if s.acked.contains(SenderKey(sender: sender, key: messageID)) {
                 record(&s, .noResendAcked, sender: sender, connection: connection, at: at,
                        text: "message id \(messageID) was sent again after it was ACKed",
                        evidence: [AuditEvidence(at: at, what: what, messageID: messageID, connection: connection)])
@@ -274,7 +283,7 @@ public final class Auditor: Sendable {
 
     private func checkRetry(_ s: inout State, sender: String, key: String, at: Int64, what: String, messageID: String?,
                             connection: String?) {
-        guard let retry = s.senders[sender]?.retries[key] else { return }
+        guard let retry = s.retries[SenderKey(sender: sender, key: key)] else { return }
         let backoff = limits.initialBackoffMillis << Int64(min(retry.failures - 1, 20))
         let required = retry.retryAfterMillis ?? backoff
         let waited = at - retry.lastFailureAt
@@ -291,24 +300,34 @@ public final class Auditor: Sendable {
     }
 
     private func failed(_ s: inout State, sender: String, key: String, at: Int64, retryAfterMillis: Int64?) {
-        var snd = s.senders[sender, default: Sender()]
-        if var r = snd.retries[key] {
+        let k = SenderKey(sender: sender, key: key)
+        if var r = s.retries[k] {
             r.failures += 1
             r.lastFailureAt = at
             r.retryAfterMillis = retryAfterMillis
-            snd.retries[key] = r
-        } else {
-            snd.retries[key] = Retry(failures: 1, lastFailureAt: at, retryAfterMillis: retryAfterMillis)
-            snd.retryOrder.append(key)
-            if snd.retryOrder.count > limits.maxTrackedIDs {
-                snd.retries[snd.retryOrder.removeFirst()] = nil
-            }
+            s.retries[k] = r
+            return
         }
-        s.senders[sender] = snd
+        s.retries[k] = Retry(failures: 1, lastFailureAt: at, retryAfterMillis: retryAfterMillis)
+        s.retryOrder.append(k)
+        // Oldest first out; entries already forgotten (the message went through) are skipped over.
+        while s.retries.count > limits.maxTrackedIDs, s.retryStart < s.retryOrder.count {
+            s.retries[s.retryOrder[s.retryStart]] = nil
+            s.retryStart += 1
+        }
+        if s.retryStart > 4096, s.retryStart * 2 > s.retryOrder.count {
+            s.retryOrder.removeFirst(s.retryStart)
+            s.retryStart = 0
+        }
+        if s.retryOrder.count > 4 * limits.maxTrackedIDs {
+            // Mostly ids whose retry succeeded: keep only those still recorded.
+            s.retryOrder = s.retryOrder[s.retryStart...].filter { s.retries[$0] != nil }
+            s.retryStart = 0
+        }
     }
 
     private func forgetRetry(_ s: inout State, sender: String, key: String) {
-        s.senders[sender]?.retries[key] = nil
+        s.retries[SenderKey(sender: sender, key: key)] = nil
     }
 
     private func kept(_ s: inout State, _ rule: AuditRule, sender: String) {
@@ -327,6 +346,11 @@ public final class Auditor: Sendable {
 
     // MARK: report
 
+    /// ACKed ids and retry histories held (all senders): what `maxTrackedIDs` bounds.
+    public var trackedCounts: (acked: Int, retries: Int) {
+        state.withLock { ($0.acked.members.count, $0.retries.count) }
+    }
+
     /// Forgets everything (between scenarios), or one sender's part.
     public func reset(sender: String? = nil) {
         state.withLock { s in
@@ -336,6 +360,8 @@ public final class Auditor: Sendable {
             }
             s.senders[sender] = nil
             s.findings.removeAll { $0.sender == sender }
+            for k in s.retries.keys where k.sender == sender { s.retries[k] = nil }
+            s.acked.members = s.acked.members.filter { $0.sender != sender }
             for (id, c) in s.connections where c.sender == sender { s.connections[id] = nil }
             s.connectionOrder.removeAll { s.connections[$0] == nil }
         }
@@ -425,16 +451,16 @@ extension AuditEvidence {
 }
 
 /// A set that forgets its oldest members past a limit.
-struct BoundedSet {
-    var members: Set<String> = []
-    var order: [String] = []
+struct BoundedSet<Element: Hashable> {
+    var members: Set<Element> = []
+    var order: [Element] = []
     var start = 0
 
-    func contains(_ s: String) -> Bool { members.contains(s) }
+    func contains(_ e: Element) -> Bool { members.contains(e) }
 
-    mutating func insert(_ s: String, limit: Int) {
-        guard members.insert(s).inserted else { return }
-        order.append(s)
+    mutating func insert(_ e: Element, limit: Int) {
+        guard members.insert(e).inserted else { return }
+        order.append(e)
         if members.count > limit {
             members.remove(order[start])
             start += 1

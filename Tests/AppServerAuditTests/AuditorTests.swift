@@ -119,4 +119,25 @@ final class TestClock: Sendable {
         a.reset(sender: "1")
         #expect(a.findings().isEmpty)
     }
+
+    @Test func memoryIsBoundedAcrossSenders() {
+        var limits = Auditor.Limits()
+        limits.maxTrackedIDs = 50
+        let a = Auditor(limits: limits, now: clock.now)
+        for sender in 0..<20 {
+            a.connectionOpened("c\(sender)", sender: "\(sender)")
+            for i in 0..<20 {
+                a.downstreamReceived(connection: "c\(sender)", messageID: "m\(i)", to: "t")
+                a.downstreamAnswered(connection: "c\(sender)", messageID: "m\(i)", to: "t", answer: .ack)
+                a.downstreamReceived(connection: "c\(sender)", messageID: "r\(i)", to: "t")
+                a.downstreamAnswered(connection: "c\(sender)", messageID: "r\(i)", to: "t", answer: .nack(code: "SERVICE_UNAVAILABLE"))
+            }
+        }
+        let (acked, retries) = a.trackedCounts
+        #expect(acked <= 50 && retries <= 50, "acked \(acked), retries \(retries)")
+        // The newest are the ones kept: the last sender's resend of an ACKed id is still caught.
+        a.downstreamReceived(connection: "c19", messageID: "m19", to: "t")
+        #expect(a.findings(sender: "19").map(\.rule) == [.noResendAcked])
+    }
 }
+
