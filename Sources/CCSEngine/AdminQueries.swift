@@ -18,4 +18,9 @@ extension Engine {
             committer.afterPendingWrites { cont.resume() }
         }
     }
+
+    /// Messages handed to the device's connection that it has not ACKed yet (0 when offline).
+    public func handedOverUnacknowledged(token: String) -> Int {
+        state.withLock { $0.online[token]?.inFlight.count ?? 0 }
+    }
 }

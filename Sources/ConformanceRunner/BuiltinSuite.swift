@@ -45,7 +45,7 @@ public enum BuiltinSuite {
       "steps": [
         {"fault": {"action": "delay_ack", "delay_ms": 1500}},
         {"upstream": {"from": "a", "data": {"send_to": "$a", "n": "burst"}, "repeat": 150}},
-        {"expect_downstream": {"device": "a", "count": 150, "within_ms": 60000}}
+        {"expect_downstream": {"device": "a", "count": 150, "within_ms": 30000}}
       ]},
      {"name": "draining",
       "description": "After CONNECTION_DRAINING the app server opens a new connection and sends nothing new on the drained one (spec §1.7).",

@@ -50,14 +50,19 @@ struct Steps {
         switch step {
         case .upstream(let from, let data, let messageID, let count):
             let d = device(from)
+            var fields: [String: JSONValue] = [:]
+            for (k, v) in data { fields[k] = .string(v.hasPrefix("$") ? (devices.first { "$" + $0.name == v }?.token ?? v) : v) }
+            // A burst: every message goes out before any answer is awaited.
+            var ids: [String] = []
             for _ in 0..<count {
                 upstreamCount += 1
                 let id = count == 1 ? (messageID ?? "up-\(upstreamCount)") : "\(messageID ?? "up")-\(upstreamCount)"
-                var fields: [String: JSONValue] = [:]
-                for (k, v) in data { fields[k] = .string(v.hasPrefix("$") ? (devices.first { "$" + $0.name == v }?.token ?? v) : v) }
                 let message: JSONValue = .object(["to": .string("\(sender)@gcm.googleapis.com"), "message_id": .string(id),
                                                    "data": .object(fields)])
                 guard d.sendUpstream(message) else { throw fail(i, step, "device \(from) is not connected") }
+                ids.append(id)
+            }
+            for id in ids {
                 guard await runner.waitUntil(10_000, { d.answer(to: id) != nil }) else {
                     throw fail(i, step, "the emulator did not answer upstream \(id) from device \(from)")
                 }
@@ -72,7 +77,13 @@ struct Steps {
             }
             _ = d.take(count)
         case .expectAcked(let within):
-            let engine = self.engine, sender = self.sender
+            // First every device's ACKs must have reached the emulator and their writes (and so the
+            // receipts they make) be done; then nothing may be left unACKed by the app server.
+            let engine = self.engine, sender = self.sender, tokens = devices.map(\.token)
+            guard await runner.waitUntil(within, { tokens.allSatisfy { engine.handedOverUnacknowledged(token: $0) == 0 } }) else {
+                throw fail(i, step, "the devices did not ACK what they were handed within \(within) ms")
+            }
+            await engine.sync()
             guard await runner.waitUntil(within, { !engine.outbound().contains { $0.senderID == sender } }) else {
                 let left = engine.outbound().filter { $0.senderID == sender }.map(\.messageID)
                 throw fail(i, step, "not ACKed within \(within) ms: \(left.prefix(5).joined(separator: ", "))")

@@ -38,8 +38,8 @@ struct ConformanceRun: AsyncParsableCommand {
     var appServerCmd: String?
     @Option(help: "Write JUnit XML here.")
     var junit: String?
-    @Option(help: "Run only scenarios whose name contains this.")
-    var filter: String?
+    @Option(help: "Run only scenarios whose name contains this (repeat for several).")
+    var filter: [String] = []
     @Option(help: "Data directory for the emulators (CA, databases, app-server logs). Default: a new temporary directory.")
     var dataDir: String?
     @Option(help: "The CCS port (0: a free port for each scenario).")
@@ -83,7 +83,7 @@ struct ConformanceRun: AsyncParsableCommand {
         let runner = ConformanceRunner(options: options) { try? FileHandle.standardError.write(contentsOf: Data(($0 + "\n").utf8)) }
         var results: [ScenarioResult] = []
         for (suiteName, scenarios) in loaded {
-            for scenario in scenarios where filter.map({ scenario.name.contains($0) }) ?? true {
+            for scenario in scenarios where filter.isEmpty || filter.contains(where: { scenario.name.contains($0) }) {
                 let result = await runner.run(scenario, suite: suiteName)
                 results.append(result)
                 print(Self.summaryLine(result))
