@@ -1,0 +1,31 @@
+import FuzzSupport
+import Foundation
+import XMLStreaming
+
+/// The XML stream parser, fed the input in pieces.
+enum Target {
+    static func run(_ bytes: UnsafeRawBufferPointer) {
+        // Post-auth limits or pre-auth ones, and the bytes in the pieces the network might deliver.
+        let parser = XMLStreamParser(limits: (bytes.first ?? 0) & 1 == 0 ? .postAuth : .preAuth)
+        var events: [XMLStreamEvent] = []
+        for piece in FuzzInput.pieces(bytes) {
+            do {
+                try parser.feed(piece, into: &events)
+                events.removeAll(keepingCapacity: true)
+                if parser.isPaused { parser.reset() }
+            } catch {
+                return  // an error ends the stream, as on a connection
+            }
+        }
+    }
+}
+
+#if FUZZING
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    Target.run(UnsafeRawBufferPointer(start: data, count: size))
+    return 0
+}
+#else
+exit(FuzzInput.replay(Array(CommandLine.arguments.dropFirst()), Target.run))
+#endif
