@@ -137,14 +137,15 @@ let package = Package(
         // Fuzz targets (scripts/fuzz, docs/hardening.md): built with -sanitize=fuzzer and -D FUZZING they
         // are libFuzzer targets; in the normal build each replays files, so Fixtures/fuzz/ runs as a test.
         .target(name: "FuzzSupport", path: "Sources/Fuzz/Support"),
-        .executableTarget(name: "fuzz-xml-stream", dependencies: ["FuzzSupport", "XMLStreaming"], path: "Sources/Fuzz/XMLStream"),
-        .executableTarget(name: "fuzz-json", dependencies: ["FuzzSupport", "PushDomain"], path: "Sources/Fuzz/JSON"),
-        .executableTarget(name: "fuzz-stanza", dependencies: ["FuzzSupport", "CCSProtocol"], path: "Sources/Fuzz/Stanza"),
-        .executableTarget(name: "fuzz-topic-condition", dependencies: ["FuzzSupport", "CCSProtocol"], path: "Sources/Fuzz/TopicCondition"),
+        .target(name: "CLibFuzzer", path: "Sources/Fuzz/CLibFuzzer"),
+        .executableTarget(name: "fuzz-xml-stream", dependencies: ["FuzzSupport", "CLibFuzzer", "XMLStreaming"], path: "Sources/Fuzz/XMLStream"),
+        .executableTarget(name: "fuzz-json", dependencies: ["FuzzSupport", "CLibFuzzer", "PushDomain"], path: "Sources/Fuzz/JSON"),
+        .executableTarget(name: "fuzz-stanza", dependencies: ["FuzzSupport", "CLibFuzzer", "CCSProtocol"], path: "Sources/Fuzz/Stanza"),
+        .executableTarget(name: "fuzz-topic-condition", dependencies: ["FuzzSupport", "CLibFuzzer", "CCSProtocol"], path: "Sources/Fuzz/TopicCondition"),
         .executableTarget(name: "fuzz-apns-frames", dependencies: [
-            "FuzzSupport", "APNsGateway", .product(name: "NIOCore", package: "swift-nio"),
+            "FuzzSupport", "CLibFuzzer", "APNsGateway", .product(name: "NIOCore", package: "swift-nio"),
         ], path: "Sources/Fuzz/APNsFrames"),
-        .executableTarget(name: "fuzz-http-bodies", dependencies: ["FuzzSupport", "FCMHTTP"], path: "Sources/Fuzz/HTTPBodies"),
+        .executableTarget(name: "fuzz-http-bodies", dependencies: ["FuzzSupport", "CLibFuzzer", "FCMHTTP"], path: "Sources/Fuzz/HTTPBodies"),
         .testTarget(name: "XMLStreamingTests", dependencies: ["XMLStreaming"]),
         .testTarget(name: "PlatformRenderingTests", dependencies: ["PlatformRendering", "PushDomain"]),
         .testTarget(name: "APNsGatewayTests", dependencies: [

@@ -1,3 +1,6 @@
+#if FUZZING
+import CLibFuzzer
+#endif
 import FuzzSupport
 import APNsGateway
 import Foundation
@@ -18,11 +21,21 @@ enum Target {
 }
 
 #if FUZZING
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    Target.run(UnsafeRawBufferPointer(start: data, count: size))
-    return 0
+/// The entry SwiftPM links this executable with, handing over to libFuzzer's driver.
+@_cdecl("fuzz_apns_frames_main")
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var count = argc
+    var arguments = argv
+    return LLVMFuzzerRunDriver(&count, &arguments) { data, size in
+        Target.run(UnsafeRawBufferPointer(start: data, count: size))
+        return 0
+    }
 }
 #else
-exit(FuzzInput.replay(Array(CommandLine.arguments.dropFirst()), Target.run))
+@main
+enum Replay {
+    static func main() {
+        exit(FuzzInput.replay(Array(CommandLine.arguments.dropFirst()), Target.run))
+    }
+}
 #endif

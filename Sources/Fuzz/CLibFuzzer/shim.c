@@ -1,0 +1,1 @@
+// Empty: the declarations are in include/CLibFuzzer.h.
