@@ -340,8 +340,12 @@ public final class XMLStreamParser {
     private func declarationInContent(_ input: UnsafeRawBufferPointer, sliceOffset: Int, sliceStart: Int) -> XMLStreamError? {
         if failure != nil { return nil }
         let at = Int(XML_GetCurrentByteIndex(parser)) - sliceStart + sliceOffset
-        // expat reports the error at or just after the "<!"; look at the few bytes around it.
-        let window = input[max(0, at - 12)..<min(input.count, at + 12)]
+        // expat reports the error at or just after the "<!"; look at the few bytes around it. The index
+        // can lie outside this input (an error found in bytes of an earlier piece, or at its end): both
+        // bounds are clamped into it (a fuzzer found the crash an unclamped window made).
+        let lower = min(max(0, at - 12), input.count)
+        let upper = min(max(lower, at + 12), input.count)
+        let window = input[lower..<upper]
         let text = String(decoding: window, as: UTF8.self)
         guard text.contains("<!DOCTYPE") || text.contains("<!ENTITY") else { return nil }
         return .restrictedXML("markup declaration (<!…) inside the stream")
