@@ -23,4 +23,7 @@ extension Engine {
     public func handedOverUnacknowledged(token: String) -> Int {
         state.withLock { $0.online[token]?.inFlight.count ?? 0 }
     }
+
+    /// Devices registered (installed or not), for `GET /emulator/v1/info`.
+    public var deviceCount: Int { state.withLock { $0.devices.count } }
 }

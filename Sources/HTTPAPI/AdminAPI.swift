@@ -154,6 +154,7 @@ public struct AdminAPI: Sendable {
             "http_port": .int(Int64(i.httpPort)), "ca_cert": .string(i.caCertPath),
             "apns_port": .int(Int64(i.apnsPort)), "apns_feedback_port": .int(Int64(i.apnsFeedbackPort)),
             "data_dir": .string(i.dataDir), "auth": .string(engine.configuration.authMode.rawValue),
+            "devices": .int(Int64(engine.deviceCount)),
         ]))
     }
 
