@@ -41,9 +41,13 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .target(name: "FaultInjection", dependencies: ["CCSProtocol"]),
+        .target(name: "MessageJournal", dependencies: [
+            "PushDomain",
+            .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
         .target(name: "AppServerAudit", dependencies: ["PushDomain"]),
         .target(name: "CCSEngine", dependencies: [
-            "PushDomain", "CCSProtocol", "CCSStore", "PlatformRendering", "FaultInjection", "AppServerAudit",
+            "PushDomain", "CCSProtocol", "CCSStore", "PlatformRendering", "FaultInjection", "AppServerAudit", "MessageJournal",
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -65,7 +69,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "HTTPAPI", dependencies: [
-            "CCSProtocol", "CCSEngine", "CCSStore", "FaultInjection", "AppServerAudit",
+            "CCSProtocol", "CCSEngine", "CCSStore", "FaultInjection", "AppServerAudit", "MessageJournal",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "NIOCore", package: "swift-nio"),
         ]),
@@ -96,7 +100,7 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         .target(name: "CCSEmulator", dependencies: [
-            "XMPPServer", "APNsGateway", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "CCSStore", "CCSProtocol",
+            "XMPPServer", "APNsGateway", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "CCSStore", "CCSProtocol", "MessageJournal",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -127,7 +131,7 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
         .executableTarget(name: "ccs-emulator", dependencies: [
-            "CCSEmulator", "DeviceSimulator", "LoadGenerator", "ConformanceRunner", "CCSEngine", "CCSProtocol", "CCSStore", "XMPPServer",
+            "CCSEmulator", "DeviceSimulator", "LoadGenerator", "ConformanceRunner", "CCSEngine", "CCSProtocol", "CCSStore", "XMPPServer", "MessageJournal",
             "GoogleAuth",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),

@@ -88,8 +88,12 @@ final class APNsGatewayHandler: ChannelInboundHandler, RemovableChannelHandler {
                                                  command: n.command.rawValue, priority: n.priority, expiry: n.expiry,
                                                  payload: n.payloadJSON))
                 let identifier = n.identifier
-                engine.send(SendRequest(sender: bundleID, target: .apnsDeviceToken(n.deviceTokenHex),
-                                        message: n.message(nowMillis: now))) { results in
+                let request = SendRequest(sender: bundleID, target: .apnsDeviceToken(n.deviceTokenHex),
+                                          message: n.message(nowMillis: now),
+                                          origin: SendOrigin(api: .apns,
+                                                             clientMessageID: String(identifier)))
+                engine.send(request) { [engine] results in
+                    engine.journalAnswers(request, results) { _ in "APNs status 1 (processing error)" }
                     // Only the store failing is a refusal the provider can act on (retry): status 1.
                     guard case .refused(.unavailable)? = results.first else { return }
                     loop.execute { handler.value.processingError(identifier: identifier, channel: channel) }

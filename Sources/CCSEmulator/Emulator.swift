@@ -10,6 +10,7 @@ import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
 import Logging
+import MessageJournal
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -68,6 +69,9 @@ public struct EmulatorConfiguration: Sendable {
     public var adminToken: String?
     /// The app-server audit (docs/conformance.md); off saves its bookkeeping under load tests.
     public var audit = true
+    /// The message journal (docs/admin-api.md#message-journal); off saves its writes under load tests.
+    public var journal = true
+    public var journalRetention = MessageJournal.Retention()
     /// Delete the database (senders, devices, queues, the virtual clock's time) before opening it;
     /// the TLS material in DATA_DIR/tls stays, so clients keep trusting the same CA.
     public var resetState = false
@@ -180,7 +184,12 @@ public final class Emulator: Sendable {
                                                        ackTimeoutMillis: config.ackTimeoutMillis,
                                                        maxConnectionsPerSender: config.maxConnectionsPerSender)
         engineConfiguration.auditEnabled = config.audit
-        let engine = try Engine(committer: committer, clock: clock, configuration: engineConfiguration, logger: logger)
+        let journal = config.journal
+            ? try MessageJournal(path: dataDir + "/journal.sqlite", retention: config.journalRetention,
+                                 logger: { [logger] in logger.error("journal: \($0)") })
+            : nil
+        let engine = try Engine(committer: committer, clock: clock, configuration: engineConfiguration, journal: journal,
+                                logger: logger)
 
         // TLS: the given certificate, or the development CA's.
         let certPath: String, keyPath: String, caPath: String
@@ -350,12 +359,14 @@ public final class Emulator: Sendable {
             for c in channels { try? await c.close() }
             try? await group.shutdownGracefully()
             await committer.shutdown()
+            journal?.shutdown()
             throw error
         }
     }
 
     /// The database files `--reset-state` deletes; DATA_DIR/tls (the CA clients trust) and the lock stay.
-    static let databaseFiles = ["ccs-emulator.sqlite", "ccs-emulator.sqlite-wal", "ccs-emulator.sqlite-shm"]
+    static let databaseFiles = ["ccs-emulator.sqlite", "ccs-emulator.sqlite-wal", "ccs-emulator.sqlite-shm",
+                                "journal.sqlite", "journal.sqlite-wal", "journal.sqlite-shm"]
 
     static func resetState(in dataDir: String, logger: Logger) throws {
         let fm = FileManager.default
@@ -407,6 +418,7 @@ public final class Emulator: Sendable {
         }
         // The store first: its last completions still hop to the event loops.
         await engine.committer.shutdown()
+        engine.journal?.shutdown()
         try? await group.shutdownGracefully()
     }
 }

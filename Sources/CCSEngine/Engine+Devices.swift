@@ -283,6 +283,8 @@ extension Engine {
         }
         guard let (entry, app) = found else { return }
         let m = entry.message
+        journal(.deviceAcked, m, token: token)
+        if entry.toTray { journal(.shownInTray, m, token: token) }
         if m.kind == .apnsNotification {
             recordAPNsDelivery(m, deviceToken: state.withLock { $0.devices[token]?.apnsToken })
         }
@@ -309,7 +311,8 @@ extension Engine {
             let r = OutboundRecord(senderID: m.senderID, kind: .receipt,
                                    messageID: DeliveryReceipt.messageIDPrefix + m.appMessageID, token: token,
                                    json: json, createdAt: now,
-                                   expiresAt: now + Int64(Message.maximumTimeToLive) * 1000)
+                                   expiresAt: now + Int64(Message.maximumTimeToLive) * 1000,
+                                   aboutMessageID: m.deviceMessageID)
             ops.append(.addOutbound(r))
             receipt = r
         }
@@ -458,6 +461,7 @@ extension Engine {
         do { entries = try store.tray(token: token) } catch { throw .storeFailure("\(error)") }
         guard let entry = entries.first(where: { $0.deviceMessageID == deviceMessageID }) else { return nil }
         try await commit([.removeFromTray(token: token, deviceMessageID: deviceMessageID)])
+        journal(.tapped, messageID: deviceMessageID, sender: nil, token: token)
         return entry
     }
 }

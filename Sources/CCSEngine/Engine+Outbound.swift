@@ -164,6 +164,9 @@ extension Engine {
             // "now or never") a free window takes them.
             queue.removeFirst()
             s.connections[chosen]?.inFlight[next.key] = SentOutbound(record: next, sentAt: now)
+            if let about = next.aboutMessageID {
+                journal(.receiptSent, messageID: about, sender: sender, token: next.token, connection: chosen)
+            }
             batches[chosen, default: []].append(OutboundMessage(messageID: next.messageID, json: next.json))
             s.roundRobin &+= 1
         }
@@ -184,6 +187,10 @@ extension Engine {
                   let sent = entry.inFlight.removeValue(forKey: key) else { return [] }
             s.connections[connectionID] = entry
             Self.releaseUpstreamID(of: sent.record, &s)
+            if let about = sent.record.aboutMessageID {
+                journal(.receiptAcked, messageID: about, sender: sent.record.senderID, token: sent.record.token,
+                        connection: connectionID)
+            }
             committer.submit(.removeOutbound(senderID: sent.record.senderID, kind: sent.record.kind,
                                              token: sent.record.token, messageID: sent.record.messageID))
             return dispatchOutbound(sender: entry.info.senderID, &s)

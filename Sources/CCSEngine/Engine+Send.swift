@@ -119,6 +119,7 @@ extension Engine {
                     // held back (Doze) must go even when this one never reaches the disk.
                     if let key = queued.collapseKey { committer.submit(.collapse(token: to, collapseKey: key)) }
                     committer.submit([.enqueue(queued, limits: nil)], ticket: early.ticket) { [self] error in
+                        if error == nil { journal(.stored, queued) }
                         completion(outcome(storing: queued, error: error))
                     }
                     return .live(sends)
@@ -127,7 +128,10 @@ extension Engine {
                 if message.timeToLive == 0 { return .dropped }
             }
             committer.submit(.enqueue(queued, limits: limits ?? storageLimits(token: to, senderID: senderID, now: now))) { [self] error in
-                if error == nil { handOver([queued], to: to) }
+                if error == nil {
+                    journal(.stored, queued)
+                    handOver([queued], to: to)
+                }
                 completion(outcome(storing: queued, error: error))
             }
             return .stored

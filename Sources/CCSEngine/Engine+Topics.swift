@@ -1,5 +1,6 @@
 import CCSProtocol
 import CCSStore
+import MessageJournal
 import Synchronization
 
 /// Why one token's subscription change was refused; the Instance ID and v1 registration APIs
@@ -198,6 +199,11 @@ extension Engine {
                     logger.error("fan-out failed", metadata: ["error": "\(error)"])
                     completion([.refused(.unavailable)])
                     return
+                }
+                if let journal {
+                    journal.record(JournalEvent(at: clock.nowMillis(), kind: .fannedOut, messageID: queued.deviceMessageID,
+                                                sender: senderID, topic: from == senderID ? nil : from,
+                                                detail: "\(members.count) devices"))
                 }
                 handOverFannedOut(queued, members: members)
                 completion([.fannedOut(messageID: micros)])

@@ -4,6 +4,7 @@ import CCSStore
 import DequeModule
 import FaultInjection
 import Logging
+import MessageJournal
 import Synchronization
 
 public enum AuthMode: String, Sendable, CaseIterable {
@@ -178,13 +179,16 @@ public final class Engine: Sendable {
     public let faults: FaultInjector
     /// What app servers do and which client obligations they keep (docs/conformance.md).
     public let audit: Auditor
+    /// Every message's life as events (nil: `--journal off`).
+    public let journal: MessageJournal?
     public var store: any Persistence { committer.store }
     let logger: Logger
     let state: Mutex<State>
 
     public init(committer: GroupCommitter, clock: any EngineClock, configuration: Configuration,
-                logger: Logger = Logger(label: "ccs.engine")) throws {
+                journal: MessageJournal? = nil, logger: Logger = Logger(label: "ccs.engine")) throws {
         self.committer = committer
+        self.journal = journal
         self.clock = clock
         self.configuration = configuration
         self.logger = logger
@@ -197,6 +201,7 @@ public final class Engine: Sendable {
             }
         }
         faults = FaultInjector(rules: rules, now: { clock.nowMillis() }, onFault: { entry in
+            Self.journalFault(entry, journal: journal, now: clock.nowMillis())
             logger.info("fault injected", metadata: ["rule": "\(entry.ruleID)", "action": "\(entry.action)",
                                                      "origin": "\(entry.subject.origin)",
                                                      "message_id": "\(entry.subject.messageID ?? "-")",
@@ -223,6 +228,7 @@ public final class Engine: Sendable {
             }
         }
         state = Mutex(s)
+        connectJournal()
     }
     func nextMicros(_ s: inout State) -> Int64 {
         let micros = max(clock.nowMicros(), s.lastMicros + 1)
@@ -241,6 +247,7 @@ public final class Engine: Sendable {
         for send in sends {
             switch send {
             case .device(let link, var deliveries, let platform, let app, let background):
+                for d in deliveries { journal(.handedOver, d.message) }
                 if link.wantsPlatformViews {
                     for i in deliveries.indices {
                         deliveries[i].view = Self.platformView(of: deliveries[i].message, platform: platform, app: app,

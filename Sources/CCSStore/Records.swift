@@ -130,9 +130,12 @@ public struct OutboundRecord: Sendable, Equatable {
     public var json: String
     public var createdAt: Int64
     public var expiresAt: Int64
+    /// For a receipt: the id of the message it is about (`0:…%…`), which names it in the journal.
+    public var aboutMessageID: String?
 
     public init(senderID: String, kind: OutboundKind, messageID: String, token: String, json: String,
-                createdAt: Int64, expiresAt: Int64) {
+                createdAt: Int64, expiresAt: Int64, aboutMessageID: String? = nil) {
+        self.aboutMessageID = aboutMessageID
         self.senderID = senderID
         self.kind = kind
         self.messageID = messageID
@@ -283,4 +286,31 @@ public struct FanOut: Sendable, Equatable {
         self.limits = limits
         self.collapseKeyIsApp = collapseKeyIsApp
     }
+}
+
+/// A queued message the store removed by a rule rather than by delivery.
+public struct QueueRemoval: Sendable, Equatable {
+    public enum Reason: String, Sendable {
+        /// Replaced by a newer message with its collapse key, or past the collapse-key limit.
+        case collapsed
+        /// Past the limit of stored messages without a collapse key.
+        case discarded
+        /// Its time to live ran out.
+        case expired
+    }
+
+    public var token: String
+    public var deviceMessageID: String
+    public var reason: Reason
+
+    public init(token: String, deviceMessageID: String, reason: Reason) {
+        self.token = token
+        self.deviceMessageID = deviceMessageID
+        self.reason = reason
+    }
+}
+
+/// What one transaction removed, gathered while it runs (on the writer's thread only).
+final class QueueRemovals {
+    var items: [QueueRemoval] = []
 }

@@ -10,7 +10,7 @@ import PushDomain
 /// random places, which is what makes a million-row fan-out take seconds instead of half a minute
 /// (docs/benchmarks.md, "Topic fan-out").
 extension Store {
-    static func fanOut(_ f: FanOut, in db: Database) throws {
+    static func fanOut(_ f: FanOut, in db: Database, removals: QueueRemovals?) throws {
         let m = f.message
         // Emptied at the end of every fan-out (a failed one rolls back with its transaction).
         try db.execute(sql: "CREATE TEMP TABLE IF NOT EXISTS fanout_devices(device_key INTEGER PRIMARY KEY NOT NULL)")
@@ -28,16 +28,16 @@ extension Store {
         }
         // A newer message with a key replaces the stored ones with that key, on every device.
         if f.collapseKeyIsApp {
-            try db.cachedStatement(sql: """
+            try deleteMessages(sql: """
                 DELETE FROM queued_message WHERE kind = 'message'
                   AND device_key IN (SELECT device_key FROM temp.fanout_devices)
                   AND collapse_key = (SELECT app FROM device d WHERE d.device_key = queued_message.device_key)
-                """).execute()
+                """, arguments: [], as: .collapsed, in: db, removals: removals)
         } else if let key = m.collapseKey {
-            try db.cachedStatement(sql: """
+            try deleteMessages(sql: """
                 DELETE FROM queued_message WHERE collapse_key = ? AND kind = 'message'
                   AND device_key IN (SELECT device_key FROM temp.fanout_devices)
-                """).execute(arguments: [key])
+                """, arguments: [key], as: .collapsed, in: db, removals: removals)
         }
         let collapsible = f.collapseKeyIsApp || m.collapseKey != nil
         // The devices already holding the most non-collapsible messages lose them all and get the
@@ -49,7 +49,7 @@ extension Store {
                 GROUP BY q.device_key HAVING COUNT(*) >= ?
                 """), arguments: [f.limits.maxNonCollapsible])
             for device in overflowing {
-                try overflow(device: device, notice: f.limits.overflowNotice, in: db)
+                try overflow(device: device, notice: f.limits.overflowNotice, in: db, removals: removals)
                 try db.cachedStatement(sql: "DELETE FROM temp.fanout_devices WHERE device_key = ?").execute(arguments: [device])
             }
         }
@@ -85,7 +85,9 @@ extension Store {
                 WHERE q.collapse_key IS NOT NULL AND q.kind = 'message'
                 GROUP BY q.device_key HAVING COUNT(DISTINCT q.collapse_key) > ?
                 """), arguments: [f.limits.maxCollapseKeys])
-            for device in crowded { try trimCollapseKeys(device: device, keeping: f.limits.maxCollapseKeys, in: db) }
+            for device in crowded {
+                try trimCollapseKeys(device: device, keeping: f.limits.maxCollapseKeys, in: db, removals: removals)
+            }
         }
         try db.execute(sql: "DELETE FROM temp.fanout_devices")
     }

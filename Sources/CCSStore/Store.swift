@@ -224,6 +224,9 @@ public final class Store: Sendable {
                 CREATE INDEX topic_subscription_by_device ON topic_subscription(device_key);
                 """)
         }
+        m.registerMigration("v9: a receipt names the message it is about") { db in
+            try db.execute(sql: "ALTER TABLE outbound ADD COLUMN about_message_id TEXT")
+        }
         return m
     }
 
@@ -232,6 +235,14 @@ public final class Store: Sendable {
     /// Ops for which `apply` throws `InjectedStoreFailure` (nil: none). For tests and fault injection:
     /// a full disk or an I/O error is otherwise hard to bring about on purpose.
     private let failing = Mutex<(@Sendable (StoreOp) -> Bool)?>(nil)
+
+    /// Told, after each commit, which queued messages its statements removed (collapse, the limits,
+    /// expiry); nil (the default) costs nothing.
+    private let removalObserver = Mutex<(@Sendable ([QueueRemoval]) -> Void)?>(nil)
+
+    public func observeRemovals(_ observer: (@Sendable ([QueueRemoval]) -> Void)?) {
+        removalObserver.withLock { $0 = observer }
+    }
 
     public func injectFailures(_ predicate: (@Sendable (StoreOp) -> Bool)?) {
         failing.withLock { $0 = predicate }
@@ -254,9 +265,12 @@ public final class Store: Sendable {
     /// Applies every op in one transaction: all or nothing.
     public func apply(_ ops: [StoreOp]) throws {
         let failing = self.failing.withLock { $0 }
+        let observer = removalObserver.withLock { $0 }
+        let removals = observer == nil ? nil : QueueRemovals()
         try pool.write { db in
-            for op in ops { try Self.apply(op, in: db, failing: failing) }
+            for op in ops { try Self.apply(op, in: db, failing: failing, removals: removals) }
         }
+        if let observer, let removals, !removals.items.isEmpty { observer(removals.items) }
     }
 
     /// Applies each item (a caller's ops) all or nothing, in one transaction: an item that fails is
@@ -264,16 +278,20 @@ public final class Store: Sendable {
     /// item, nil for those committed. Throws only when the transaction as a whole fails.
     public func applyIsolated(_ items: [[StoreOp]]) throws -> [Error?] {
         let failing = self.failing.withLock { $0 }
+        let observer = removalObserver.withLock { $0 }
+        let removals = observer == nil ? nil : QueueRemovals()
         var results = [Error?](repeating: nil, count: items.count)
         try pool.writeWithoutTransaction { db in
             try db.inTransaction {
                 for (index, ops) in items.enumerated() {
+                    let mark = removals?.items.count ?? 0
                     try db.execute(sql: "SAVEPOINT item")
                     do {
-                        for op in ops { try Self.apply(op, in: db, failing: failing) }
+                        for op in ops { try Self.apply(op, in: db, failing: failing, removals: removals) }
                         try db.execute(sql: "RELEASE SAVEPOINT item")
                     } catch {
                         results[index] = error
+                        removals?.items.removeSubrange(mark...)
                         try db.execute(sql: "ROLLBACK TO SAVEPOINT item")
                         try db.execute(sql: "RELEASE SAVEPOINT item")
                     }
@@ -281,10 +299,12 @@ public final class Store: Sendable {
                 return .commit
             }
         }
+        if let observer, let removals, !removals.items.isEmpty { observer(removals.items) }
         return results
     }
 
-    private static func apply(_ op: StoreOp, in db: Database, failing: (@Sendable (StoreOp) -> Bool)?) throws {
+    private static func apply(_ op: StoreOp, in db: Database, failing: (@Sendable (StoreOp) -> Bool)?,
+                              removals: QueueRemovals?) throws {
         if let failing, failing(op) { throw InjectedStoreFailure() }
         switch op {
         case .upsertSender(let s):
@@ -305,22 +325,26 @@ public final class Store: Sendable {
                                  d.senders.joined(separator: ","), d.createdAt, d.status.rawValue, d.state, d.replacedBy,
                                  d.webSubscription?.json.encoded(), d.apnsToken])
         case .enqueue(let m, let limits):
-            try enqueue(m, limits: limits, in: db)
+            try enqueue(m, limits: limits, in: db, removals: removals)
         case .removeMessage(let token, let id):
             try db.cachedStatement(sql: "DELETE FROM queued_message WHERE device_key = (SELECT device_key FROM device WHERE token = ?) AND device_message_id = ?").execute(arguments: [token, id])
         case .removeAllMessages(let token):
             try db.cachedStatement(sql: "DELETE FROM queued_message WHERE device_key = (SELECT device_key FROM device WHERE token = ?)").execute(arguments: [token])
         case .collapse(let token, let key):
             // A device unknown to the store has nothing stored to collapse.
-            if let device = try registeredDeviceKey(token: token, in: db) { try collapse(device: device, key: key, in: db) }
+            if let device = try registeredDeviceKey(token: token, in: db) {
+                try collapse(device: device, key: key, in: db, removals: removals)
+            }
         case .removeExpired(let now):
-            try db.cachedStatement(sql: "DELETE FROM queued_message WHERE expires_at <= ?").execute(arguments: [now])
+            try deleteMessages(sql: "DELETE FROM queued_message WHERE expires_at <= ?", arguments: [now],
+                               as: .expired, in: db, removals: removals)
             try db.cachedStatement(sql: "DELETE FROM message_body WHERE expires_at <= ?").execute(arguments: [now])
         case .addOutbound(let o):
             try db.cachedStatement(sql: """
-                INSERT OR REPLACE INTO outbound(sender_id, kind, message_id, token, json, created_at, expires_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
-                """).execute(arguments: [o.senderID, o.kind.rawValue, o.messageID, o.token, o.json, o.createdAt, o.expiresAt])
+                INSERT OR REPLACE INTO outbound(sender_id, kind, message_id, token, json, created_at, expires_at, about_message_id)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """).execute(arguments: [o.senderID, o.kind.rawValue, o.messageID, o.token, o.json, o.createdAt, o.expiresAt,
+                                 o.aboutMessageID])
         case .removeOutbound(let sender, let kind, let token, let id):
             try db.cachedStatement(sql: "DELETE FROM outbound WHERE sender_id = ? AND kind = ? AND token = ? AND message_id = ?").execute(arguments: [sender, kind.rawValue, token, id])
         case .addToTray(let t):
@@ -356,7 +380,7 @@ public final class Store: Sendable {
         case .removeSubscriptions(let token):
             try db.cachedStatement(sql: "DELETE FROM topic_subscription WHERE device_key = (SELECT device_key FROM device WHERE token = ?)").execute(arguments: [token])
         case .fanOut(let fanOut):
-            try Self.fanOut(fanOut, in: db)
+            try Self.fanOut(fanOut, in: db, removals: removals)
         case .addAPNsFeedback(let f):
             try db.cachedStatement(sql: """
                 INSERT INTO apns_feedback(bundle_id, device_token, timestamp) VALUES (?, ?, ?)
@@ -388,8 +412,25 @@ public final class Store: Sendable {
     }
 
     /// Drops the device's stored messages with this collapse key (a newer one replaces them).
-    static func collapse(device: Int64, key: String, in db: Database) throws {
-        try db.cachedStatement(sql: "DELETE FROM queued_message WHERE device_key = ? AND collapse_key = ? AND kind IN ('message', 'apns')").execute(arguments: [device, key])
+    static func collapse(device: Int64, key: String, in db: Database, removals: QueueRemovals?) throws {
+        try deleteMessages(sql: "DELETE FROM queued_message WHERE device_key = ? AND collapse_key = ? AND kind IN ('message', 'apns')",
+                           arguments: [device, key], as: .collapsed, in: db, removals: removals)
+    }
+
+    /// Runs a DELETE on the queue; with `removals`, also notes which messages of which devices went
+    /// and why (for the journal: collapsed, discarded by the limit, expired). The service's own
+    /// notices are not noted.
+    static func deleteMessages(sql: String, arguments: StatementArguments, as reason: QueueRemoval.Reason,
+                               in db: Database, removals: QueueRemovals?) throws {
+        guard let removals else { return try db.cachedStatement(sql: sql).execute(arguments: arguments) }
+        let rows = try Row.fetchAll(db.cachedStatement(sql: sql + """
+             RETURNING device_message_id, (SELECT token FROM device d WHERE d.device_key = queued_message.device_key), kind
+            """), arguments: arguments)
+        for row in rows {
+            let kind = MessageKind(rawValue: row[2]) ?? .message
+            guard kind == .message || kind == .apnsNotification else { continue }
+            removals.items.append(QueueRemoval(token: row[1] ?? "", deviceMessageID: row[0], reason: reason))
+        }
     }
 
     /// Stores one message for its device (`m.token` is not read: `device` names it).
@@ -407,38 +448,41 @@ public final class Store: Sendable {
 
     /// FCM's limits when one device already holds `maxNonCollapsible` messages without a key: they
     /// all go, and the deleted-messages notice takes their place (once).
-    static func overflow(device: Int64, notice: QueuedMessage, in db: Database) throws {
-        try db.cachedStatement(sql: "DELETE FROM queued_message WHERE device_key = ? AND collapse_key IS NULL AND kind = 'message'").execute(arguments: [device])
+    static func overflow(device: Int64, notice: QueuedMessage, in db: Database, removals: QueueRemovals?) throws {
+        try deleteMessages(sql: "DELETE FROM queued_message WHERE device_key = ? AND collapse_key IS NULL AND kind = 'message'",
+                           arguments: [device], as: .discarded, in: db, removals: removals)
         let notices = try Int.fetchOne(db.cachedStatement(sql: """
             SELECT COUNT(*) FROM queued_message WHERE device_key = ? AND kind = 'deleted_messages'
             """), arguments: [device]) ?? 0
         if notices == 0 { try insert(notice, device: device, in: db) }
     }
 
-    private static func enqueue(_ m: QueuedMessage, limits: QueueLimits?, in db: Database) throws {
+    private static func enqueue(_ m: QueuedMessage, limits: QueueLimits?, in db: Database, removals: QueueRemovals?) throws {
         let device = try deviceKey(token: m.token, in: db)
-        if let key = m.collapseKey { try collapse(device: device, key: key, in: db) }
+        if let key = m.collapseKey { try collapse(device: device, key: key, in: db, removals: removals) }
         guard let limits else { return try insert(m, device: device, in: db) }
         if m.collapseKey == nil {
             let stored = try Int.fetchOne(db.cachedStatement(sql: """
                 SELECT COUNT(*) FROM queued_message WHERE device_key = ? AND collapse_key IS NULL AND kind = 'message'
                 """), arguments: [device]) ?? 0
             if stored >= limits.maxNonCollapsible {
-                return try overflow(device: device, notice: limits.overflowNotice, in: db)
+                // The new message goes with the stored ones (the device gets the notice instead).
+                removals?.items.append(QueueRemoval(token: m.token, deviceMessageID: m.deviceMessageID, reason: .discarded))
+                return try overflow(device: device, notice: limits.overflowNotice, in: db, removals: removals)
             }
             return try insert(m, device: device, in: db)
         }
         try insert(m, device: device, in: db)
-        try trimCollapseKeys(device: device, keeping: limits.maxCollapseKeys, in: db)
+        try trimCollapseKeys(device: device, keeping: limits.maxCollapseKeys, in: db, removals: removals)
     }
 
     /// FCM keeps at most `keeping` collapse keys per device: the oldest keys' messages go.
-    static func trimCollapseKeys(device: Int64, keeping: Int, in db: Database) throws {
+    static func trimCollapseKeys(device: Int64, keeping: Int, in db: Database, removals: QueueRemovals?) throws {
         let keys = try String.fetchAll(db.cachedStatement(sql: """
             SELECT collapse_key FROM queued_message WHERE device_key = ? AND collapse_key IS NOT NULL AND kind IN ('message', 'apns')
             GROUP BY collapse_key ORDER BY MIN(seq)
             """), arguments: [device])
-        for key in keys.dropLast(keeping) { try collapse(device: device, key: key, in: db) }
+        for key in keys.dropLast(keeping) { try collapse(device: device, key: key, in: db, removals: removals) }
     }
 
     // MARK: reads
@@ -560,10 +604,10 @@ public final class Store: Sendable {
     public func loadOutbound() throws -> [OutboundRecord] {
         try read { db in
             try Row.fetchAll(db, sql: """
-                SELECT sender_id, kind, message_id, token, json, created_at, expires_at FROM outbound ORDER BY seq
+                SELECT sender_id, kind, message_id, token, json, created_at, expires_at, about_message_id FROM outbound ORDER BY seq
                 """).map {
                 OutboundRecord(senderID: $0[0], kind: OutboundKind(rawValue: $0[1]) ?? .upstream, messageID: $0[2], token: $0[3], json: $0[4],
-                               createdAt: $0[5], expiresAt: $0[6])
+                               createdAt: $0[5], expiresAt: $0[6], aboutMessageID: $0[7])
             }
         }
     }

@@ -205,12 +205,13 @@ public struct FCMHTTPAPI: Sendable {
         for (index, sender) in senders.enumerated() { groups[sender, default: []].append(index) }
         if groups.count == 1, let sender = senders.first {
             let target: Target = tokens.count == 1 ? .token(tokens[0]) : .tokens(tokens)
-            return await engineSend(SendRequest(sender: sender, target: target, message: message))
+            return await engineSend(SendRequest(sender: sender, target: target, message: message, origin: SendOrigin(api: .legacy)))
         }
         var results = [SendResult](repeating: .refused(.unavailable), count: tokens.count)
         await withTaskGroup(of: ([Int], [SendResult]).self) { group in
             for (sender, indices) in groups {
-                let request = SendRequest(sender: sender, target: .tokens(indices.map { tokens[$0] }), message: message)
+                let request = SendRequest(sender: sender, target: .tokens(indices.map { tokens[$0] }), message: message,
+                                          origin: SendOrigin(api: .legacy))
                 group.addTask { (indices, await self.engineSend(request)) }
             }
             for await (indices, answers) in group {
@@ -221,8 +222,20 @@ public struct FCMHTTPAPI: Sendable {
     }
 
     func engineSend(_ request: SendRequest) async -> [SendResult] {
-        await withCheckedContinuation { continuation in
-            engine.send(request) { continuation.resume(returning: $0) }
+        let engine = self.engine
+        return await withCheckedContinuation { continuation in
+            engine.send(request) { results in
+                engine.journalAnswers(request, results) { error in
+                    switch request.origin.api {
+                    case .v1:
+                        let google = Self.googleError(error)
+                        return "HTTP \(google.status.code) \(google.fcmErrorCode ?? google.rpcStatus)"
+                    default:
+                        return "Error=" + Self.legacyErrorName(error)
+                    }
+                }
+                continuation.resume(returning: results)
+            }
         }
     }
 

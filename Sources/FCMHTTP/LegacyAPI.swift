@@ -118,7 +118,8 @@ extension FCMHTTPAPI {
         case .group(let key):
             // The deprecated `notification_key` field: the same group send as `to` = key.
             let sender = senders(for: [key], caller)[0]
-            let results = await engineSend(SendRequest(sender: sender, target: .group(key), message: sendRequest.message))
+            let results = await engineSend(SendRequest(sender: sender, target: .group(key), message: sendRequest.message,
+                                                       origin: SendOrigin(api: .legacy)))
             switch results.first {
             case .group(let outcome)?: return Self.legacyGroupAnswer(outcome, isJSON: isJSON)
             case .refused(let error)?: return Self.legacyJSON(results: [.error(Self.legacyErrorName(error))])
@@ -138,7 +139,8 @@ extension FCMHTTPAPI {
                 }
                 sender = known
             }
-            let results = await engineSend(SendRequest(sender: sender, target: sendRequest.target, message: sendRequest.message))
+            let results = await engineSend(SendRequest(sender: sender, target: sendRequest.target, message: sendRequest.message,
+                                                       origin: SendOrigin(api: .legacy)))
             auditSend(api: "legacy", sender: sender, target: sendRequest.target, status: 200)
             switch results.first {
             case .fannedOut(let number)?:

@@ -71,7 +71,8 @@ extension FCMHTTPAPI {
 
     /// The send itself, once the sender is known and no fault was injected.
     func v1Deliver(_ send: V1SendRequest, sender: String, project: String) async throws(GoogleError) -> String {
-        let result = await engineSend(SendRequest(sender: sender, target: send.target, message: send.message)).first
+        let result = await engineSend(SendRequest(sender: sender, target: send.target, message: send.message,
+                                                  origin: SendOrigin(api: .v1))).first
             ?? .refused(.unavailable)
         switch result {
         case .fannedOut(let number):

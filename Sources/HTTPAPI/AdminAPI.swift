@@ -88,6 +88,7 @@ public struct AdminAPI: Sendable {
         v1.post("reset") { _, _ in
             do {
                 let removed = try await self.engine.reset()
+                try? await self.engine.journal?.removeAll()
                 return JSONResponse.make(.object(["devices_removed": .int(Int64(removed))]))
             } catch let error as DeviceManagementError { throw Self.apiError(error) }
         }
@@ -133,6 +134,7 @@ public struct AdminAPI: Sendable {
         addDeviceGroupRoutes(to: v1)
         addAPNsRoutes(to: v1)
         addConformanceRoutes(to: v1)
+        addJournalRoutes(to: v1)
         v1.post("connections/:id/drain") { _, context in
             let id = try context.parameters.require("id")
             guard self.engine.drain(connectionID: id) else { throw APIError.notFound("no connection with id \(id)") }

@@ -157,10 +157,37 @@ public struct SendRequest: Sendable {
     public var sender: String
     public var target: Target
     public var message: Message
+    /// Where it came from, for the message journal.
+    public var origin: SendOrigin
 
-    public init(sender: String, target: Target, message: Message) {
+    public init(sender: String, target: Target, message: Message, origin: SendOrigin = SendOrigin(api: .emulator)) {
         self.sender = sender
         self.target = target
         self.message = message
+        self.origin = origin
+    }
+}
+
+/// The API a message came in through.
+public enum SendAPI: String, Sendable, CaseIterable {
+    case ccs
+    case legacy
+    case v1
+    case apns
+    /// The emulator itself: its load generator and other in-process senders.
+    case emulator
+}
+
+/// Where a send request came from: the API, the connection (CCS, APNs), and the id the client gave
+/// the message (CCS `message_id`, an APNs notification identifier).
+public struct SendOrigin: Sendable, Equatable {
+    public var api: SendAPI
+    public var connection: String?
+    public var clientMessageID: String?
+
+    public init(api: SendAPI, connection: String? = nil, clientMessageID: String? = nil) {
+        self.api = api
+        self.connection = connection
+        self.clientMessageID = clientMessageID
     }
 }

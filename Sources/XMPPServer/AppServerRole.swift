@@ -21,6 +21,9 @@ extension XMPPConnectionHandler {
         case .failure(.nack(let nack)):
             appendGCM(OutgoingJSON.nack(nack))
             if let link {
+                engine.journalRefused(api: .ccs, sender: principal, token: nack.from, connection: link.id,
+                                      clientMessageID: nack.messageID.isEmpty ? nil : nack.messageID,
+                                      detail: "NACK \(nack.code.rawValue)")
                 engine.audit.downstreamAnswered(connection: link.id, messageID: nack.messageID, to: nack.from,
                                                 answer: .nack(code: nack.code.rawValue))
             }
@@ -40,11 +43,14 @@ extension XMPPConnectionHandler {
         guard let link, let sender = principal else { return }
         let messageID = message.messageID
         let addressee = message.to ?? message.condition
+        let engine = self.engine
         let audit = engine.audit
         audit.downstreamReceived(connection: link.id, messageID: messageID, to: addressee)
         func refuse(_ code: NackCode, _ description: String) {
             appendGCM(OutgoingJSON.nack(Nack(messageID: messageID, from: addressee, code: code, description: description)))
             audit.downstreamAnswered(connection: link.id, messageID: messageID, to: addressee, answer: .nack(code: code.rawValue))
+            engine.journalRefused(api: .ccs, sender: sender, token: message.to, connection: link.id,
+                                  clientMessageID: messageID, detail: "NACK \(code.rawValue)")
         }
         if link.isDraining {
             refuse(.connectionDraining, "Connection is draining")
@@ -86,7 +92,10 @@ extension XMPPConnectionHandler {
         }
         link.pending.add(1, ordering: .relaxed)
         let (delay, drop, drain) = (answerDelay, dropAnswer, drainAfter)
-        engine.send(SendRequest(sender: sender, target: message.canonicalTarget, message: message.canonical)) { results in
+        let request = SendRequest(sender: sender, target: message.canonicalTarget, message: message.canonical,
+                                  origin: SendOrigin(api: .ccs, connection: link.id, clientMessageID: messageID))
+        engine.send(request) { results in
+            engine.journalAnswers(request, results) { "NACK " + Nack(messageID: messageID, from: addressee, refusal: $0).code.rawValue }
             link.mailbox.post {
                 guard let result = results.first else {
                     link.pending.subtract(1, ordering: .relaxed)

@@ -4,6 +4,7 @@ import CCSEngine
 import CCSStore
 import Foundation
 import Logging
+import MessageJournal
 import XMPPServer
 
 @main
@@ -121,6 +122,10 @@ struct Serve: AsyncParsableCommand {
     var maxConnections = 1000
     @Option(help: "on: record app servers' client obligations kept and broken (GET /emulator/v1/audit); off: record nothing (load tests).")
     var audit: Switch = .on
+    @Option(help: "on: record every message's life (GET /emulator/v1/messages, the dashboard); off: record nothing (load tests).")
+    var journal: Switch = .on
+    @Option(help: "How much of the journal is kept: a number of events, an age (30m, 24h, 7d), or both (200000,24h).")
+    var journalRetention = "200000,24h"
     @Option(help: "Seconds a drained connection stays open before the emulator closes it.")
     var drainGrace = 10
     @Option(help: "Require Authorization: Bearer TOKEN on the admin API (/emulator/v1/, except health and ca.pem); needed for a --bind other than loopback. The device, send and bench commands send CCS_ADMIN_TOKEN from their environment.")
@@ -190,6 +195,11 @@ struct Serve: AsyncParsableCommand {
         c.ackTimeoutMillis = Int64(ackTimeout * 1000)
         c.maxConnectionsPerSender = maxConnections
         c.audit = audit == .on
+        c.journal = journal == .on
+        guard let retention = MessageJournal.Retention.parse(journalRetention) else {
+            throw ValidationError("--journal-retention: a number of events (1 to 100000000), an age such as 30m, 24h or 7d, or both with a comma")
+        }
+        c.journalRetention = retention
         c.xmpp.overLimitPolicy = overLimit
         c.xmpp.drainGracePeriod = .seconds(Int64(drainGrace))
         c.xmpp.authenticationTimeout = .seconds(Int64(authTimeout))

@@ -1,0 +1,111 @@
+import CCSProtocol
+import CCSStore
+import FaultInjection
+import MessageJournal
+
+/// What the engine tells the message journal (docs/admin-api.md#message-journal). Every call is a
+/// no-op when the journal is off (`--journal off`).
+extension Engine {
+    /// The front ends' answers to a send request: one `accepted`, `not_stored` or `refused` event per
+    /// result. `refusal` renders a refusal in the front end's own words (a NACK code, an HTTP error).
+    public func journalAnswers(_ request: SendRequest, _ results: [SendResult], refusal: (SendError) -> String) {
+        guard let journal else { return }
+        let now = clock.nowMillis()
+        let o = request.origin
+        var topic: String?
+        var tokens: [String] = []
+        switch request.target {
+        case .token(let t): tokens = [t]
+        case .tokens(let ts): tokens = ts
+        case .topic(let name): topic = DownstreamTarget.topicPrefix + name
+        case .condition(let condition): topic = condition
+        case .group(let key): topic = nil; tokens = [key]
+        case .apnsDeviceToken: break
+        }
+        for (index, result) in results.enumerated() {
+            var e = JournalEvent(at: now, kind: .accepted, messageID: "", sender: request.sender, topic: topic,
+                                 api: o.api, connection: o.connection, clientMessageID: o.clientMessageID)
+            switch result {
+            case .accepted(let token, let id?):
+                e.token = token
+                e.messageID = id
+            case .accepted(let token, nil):
+                e.token = token
+                e.kind = .notStored
+                e.messageID = journal.makeMessageID()
+                e.detail = request.message.dryRun ? "dry run" : "time_to_live 0 and the device could not take it now"
+            case .fannedOut(let micros):
+                e.messageID = DeviceMessageID.make(micros: micros, senderHash: DeviceMessageID.senderHash(request.sender))
+                if request.message.dryRun {
+                    e.kind = .notStored
+                    e.detail = "dry run"
+                }
+            case .refused(let error):
+                e.kind = .refused
+                e.token = index < tokens.count ? tokens[index] : nil
+                e.messageID = journal.makeMessageID()
+                e.detail = refusal(error)
+            case .group(let outcome):
+                e.token = outcome.notificationKey
+                e.messageID = journal.makeMessageID()
+                e.kind = outcome.allFailed ? .refused : .accepted
+                e.detail = "device group: \(outcome.success) delivered, \(outcome.failure) failed"
+            }
+            journal.record(e)
+        }
+    }
+
+    /// A message a front end refused before it reached the engine (bad JSON, a draining connection,
+    /// a malformed request).
+    public func journalRefused(api: SendAPI, sender: String?, token: String? = nil, topic: String? = nil,
+                               connection: String? = nil, clientMessageID: String? = nil, detail: String) {
+        guard let journal else { return }
+        journal.record(JournalEvent(at: clock.nowMillis(), kind: .refused, messageID: journal.makeMessageID(),
+                                    sender: sender, token: token, topic: topic, api: api, connection: connection,
+                                    clientMessageID: clientMessageID, detail: detail))
+    }
+
+    /// One event of a stored message's life.
+    func journal(_ kind: JournalEventKind, _ m: QueuedMessage, token: String? = nil, connection: String? = nil,
+                 detail: String? = nil) {
+        guard let journal, m.kind == .message || m.kind == .apnsNotification else { return }
+        journal.record(JournalEvent(at: clock.nowMillis(), kind: kind, messageID: m.deviceMessageID, sender: m.senderID,
+                                    token: token ?? (m.token.isEmpty ? nil : m.token), connection: connection,
+                                    detail: detail))
+    }
+
+    func journal(_ kind: JournalEventKind, messageID: String, sender: String?, token: String?,
+                 connection: String? = nil, detail: String? = nil) {
+        guard let journal else { return }
+        journal.record(JournalEvent(at: clock.nowMillis(), kind: kind, messageID: messageID, sender: sender, token: token,
+                                    connection: connection, detail: detail))
+    }
+
+    /// Wires the store's removals (collapse, the limits, expiry) and applied faults into the journal.
+    func connectJournal() {
+        guard let journal else { return }
+        let clock = self.clock
+        committer.store.observeRemovals { removals in
+            let now = clock.nowMillis()
+            for r in removals {
+                let kind: JournalEventKind
+                switch r.reason {
+                case .collapsed: kind = .collapsed
+                case .discarded: kind = .discarded
+                case .expired: kind = .expired
+                }
+                journal.record(JournalEvent(at: now, kind: kind, messageID: r.deviceMessageID, token: r.token))
+            }
+        }
+    }
+
+    /// A fault rule acted (the injector's log entry, also in the journal).
+    static func journalFault(_ entry: FaultLogEntry, journal: MessageJournal?, now: Int64) {
+        guard let journal else { return }
+        let s = entry.subject
+        journal.record(JournalEvent(at: now, kind: .faultApplied, messageID: s.messageID ?? journal.makeMessageID(),
+                                    sender: s.sender, token: s.token, topic: s.topic,
+                                    connection: s.origin, clientMessageID: s.origin.hasPrefix("ccs:") ? s.messageID : nil,
+                                    detail: "rule \(entry.ruleID): \(entry.action)"))
+    }
+}
