@@ -69,6 +69,7 @@ extension Engine {
     func journal(_ kind: JournalEventKind, _ m: QueuedMessage, token: String? = nil, connection: String? = nil,
                  detail: String? = nil) {
         guard let journal, m.kind == .message || m.kind == .apnsNotification else { return }
+        if kind == .stored, droppedOnArrival.withLock({ $0.remove(m.deviceMessageID) }) != nil { return }
         journal.record(JournalEvent(at: clock.nowMillis(), kind: kind, messageID: m.deviceMessageID, sender: m.senderID,
                                     token: token ?? (m.token.isEmpty ? nil : m.token), connection: connection,
                                     detail: detail))
@@ -85,7 +86,8 @@ extension Engine {
     func connectJournal() {
         guard let journal else { return }
         let clock = self.clock
-        committer.store.observeRemovals { removals in
+        // Weak: the store outlives nothing of the engine's, and must not keep it alive.
+        committer.store.observeRemovals { [weak self] removals in
             let now = clock.nowMillis()
             for r in removals {
                 let kind: JournalEventKind
@@ -94,7 +96,10 @@ extension Engine {
                 case .discarded: kind = .discarded
                 case .expired: kind = .expired
                 }
-                journal.record(JournalEvent(at: now, kind: kind, messageID: r.deviceMessageID, token: r.token))
+                // Called before the commit's completions run: the engine's `stored` for it is skipped.
+                if r.onArrival { self?.droppedOnArrival.withLock { _ = $0.insert(r.deviceMessageID) } }
+                journal.record(JournalEvent(at: now, kind: kind, messageID: r.deviceMessageID, token: r.token,
+                                            detail: r.onArrival ? "dropped on arrival: the device already holds the most messages" : nil))
             }
         }
     }
@@ -103,9 +108,13 @@ extension Engine {
     static func journalFault(_ entry: FaultLogEntry, journal: MessageJournal?, now: Int64) {
         guard let journal else { return }
         let s = entry.subject
-        journal.record(JournalEvent(at: now, kind: .faultApplied, messageID: s.messageID ?? journal.makeMessageID(),
+        // A device-side fault names the message by its FCM id; a front end's, by the id its client chose
+        // (found through `client_message_id`).
+        let onDevice = s.origin.hasPrefix("device:")
+        journal.record(JournalEvent(at: now, kind: .faultApplied,
+                                    messageID: onDevice ? (s.messageID ?? journal.makeMessageID()) : journal.makeMessageID(),
                                     sender: s.sender, token: s.token, topic: s.topic,
-                                    connection: s.origin, clientMessageID: s.origin.hasPrefix("ccs:") ? s.messageID : nil,
+                                    connection: s.origin, clientMessageID: onDevice ? nil : s.messageID,
                                     detail: "rule \(entry.ruleID): \(entry.action)"))
     }
 }

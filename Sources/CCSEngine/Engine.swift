@@ -184,6 +184,8 @@ public final class Engine: Sendable {
     public var store: any Persistence { committer.store }
     let logger: Logger
     let state: Mutex<State>
+    /// Messages the store dropped as they arrived (the 100-message limit): their commit is no `stored`.
+    let droppedOnArrival = Mutex<Set<String>>([])
 
     public init(committer: GroupCommitter, clock: any EngineClock, configuration: Configuration,
                 journal: MessageJournal? = nil, logger: Logger = Logger(label: "ccs.engine")) throws {

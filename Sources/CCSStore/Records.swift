@@ -302,8 +302,11 @@ public struct QueueRemoval: Sendable, Equatable {
     public var token: String
     public var deviceMessageID: String
     public var reason: Reason
+    /// The message being written was itself dropped (the 100-message limit), never stored.
+    public var onArrival: Bool
 
-    public init(token: String, deviceMessageID: String, reason: Reason) {
+    public init(token: String, deviceMessageID: String, reason: Reason, onArrival: Bool = false) {
+        self.onArrival = onArrival
         self.token = token
         self.deviceMessageID = deviceMessageID
         self.reason = reason

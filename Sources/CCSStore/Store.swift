@@ -467,7 +467,8 @@ public final class Store: Sendable {
                 """), arguments: [device]) ?? 0
             if stored >= limits.maxNonCollapsible {
                 // The new message goes with the stored ones (the device gets the notice instead).
-                removals?.items.append(QueueRemoval(token: m.token, deviceMessageID: m.deviceMessageID, reason: .discarded))
+                removals?.items.append(QueueRemoval(token: m.token, deviceMessageID: m.deviceMessageID, reason: .discarded,
+                                                    onArrival: true))
                 return try overflow(device: device, notice: limits.overflowNotice, in: db, removals: removals)
             }
             return try insert(m, device: device, in: db)

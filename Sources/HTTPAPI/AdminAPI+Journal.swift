@@ -21,10 +21,14 @@ extension AdminAPI {
             let raw = try context.parameters.require("id")
             let id = raw.removingPercentEncoding ?? raw
             let events = try await Self.readingJournal { try await journal.events(messageID: id) }
-            guard let first = events.first else { throw APIError.notFound("the journal has no message \(id)") }
+            // Found by the client's id, the events may be of several messages (a retry reuses the id):
+            // the newest one that is not a fault names the answer.
+            guard let last = events.last(where: { $0.kind != .faultApplied }) ?? events.last else {
+                throw APIError.notFound("the journal has no message \(id)")
+            }
             return JSONResponse.make(.object([
-                "message_id": .string(first.messageID),
-                "status": .string(events.last!.kind.rawValue),
+                "message_id": .string(last.messageID),
+                "status": .string(events.last(where: { $0.messageID == last.messageID })!.kind.rawValue),
                 "events": .array(events.map { Self.parsed($0.json) }),
             ]))
         }

@@ -87,13 +87,13 @@ struct JournalDatabase: Sendable {
             var rows = try Row.fetchAll(db, sql: "SELECT * FROM journal_event WHERE message_id = ? ORDER BY seq",
                                         arguments: [messageID])
             if rows.isEmpty {
-                // The id the app server chose: its newest message with that id.
-                if let id = try String.fetchOne(db, sql: """
-                    SELECT message_id FROM journal_event WHERE client_message_id = ? ORDER BY seq DESC LIMIT 1
-                    """, arguments: [messageID]) {
-                    rows = try Row.fetchAll(db, sql: "SELECT * FROM journal_event WHERE message_id = ? ORDER BY seq",
-                                            arguments: [id])
-                }
+                // The id the app server chose: every message it sent with that id (a retry reuses it),
+                // with the faults applied to it, in order.
+                rows = try Row.fetchAll(db, sql: """
+                    SELECT * FROM journal_event WHERE message_id IN
+                      (SELECT message_id FROM journal_event WHERE client_message_id = ?)
+                    ORDER BY seq
+                    """, arguments: [messageID])
             }
             return rows.map(Self.event)
         }
