@@ -93,7 +93,7 @@ final class APNsGatewayHandler: ChannelInboundHandler, RemovableChannelHandler {
                                           origin: SendOrigin(api: .apns,
                                                              clientMessageID: String(identifier)))
                 engine.send(request) { [engine] results in
-                    engine.journalAnswers(request, results) { _ in "APNs status 1 (processing error)" }
+                    engine.recordAnswers(request, results) { _ in "APNs status 1 (processing error)" }
                     // Only the store failing is a refusal the provider can act on (retry): status 1.
                     guard case .refused(.unavailable)? = results.first else { return }
                     loop.execute { handler.value.processingError(identifier: identifier, channel: channel) }

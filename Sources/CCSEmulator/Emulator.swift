@@ -188,8 +188,9 @@ public final class Emulator: Sendable {
             ? try MessageJournal(path: dataDir + "/journal.sqlite", retention: config.journalRetention,
                                  logger: { [logger] in logger.error("journal: \($0)") })
             : nil
+        let prometheus = PrometheusMetrics()
         let engine = try Engine(committer: committer, clock: clock, configuration: engineConfiguration, journal: journal,
-                                logger: logger)
+                                metrics: prometheus.engineMetrics, logger: logger)
 
         // TLS: the given certificate, or the development CA's.
         let certPath: String, keyPath: String, caPath: String
@@ -274,7 +275,7 @@ public final class Emulator: Sendable {
             if let token = config.adminToken { router.add(middleware: AdminTokenMiddleware(token: token)) }
             AdminAPI(engine: engine, info: { ports.withLock { $0 } }, connectionStatistics: {
                 ["idle_parsers_released": XMPPListener.idleParsersReleased]
-            }).addRoutes(to: router)
+            }, metricsText: { prometheus.scrape(engine: engine) }).addRoutes(to: router)
             // The FCM HTTP APIs (legacy send, OAuth2, v1) on the same port and the same engine.
             try FCMHTTPAPI(engine: engine, credentialsDirectory: dataDir + "/credentials",
                            projectSenders: projectSenders).addRoutes(to: router)

@@ -27,3 +27,10 @@ extension Engine {
     /// Devices registered (installed or not), for `GET /emulator/v1/info`.
     public var deviceCount: Int { state.withLock { $0.devices.count } }
 }
+
+extension Engine {
+    /// Devices with an open connection on the device channel.
+    public var onlineDeviceCount: Int { state.withLock { $0.online.count } }
+    /// App-server connections, open and authenticated.
+    public var appServerConnectionCount: Int { state.withLock { $0.connections.count } }
+}

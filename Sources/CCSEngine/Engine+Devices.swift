@@ -284,6 +284,7 @@ extension Engine {
         guard let (entry, app) = found else { return }
         let m = entry.message
         journal(.deviceAcked, m, token: token)
+        metrics?.deviceAcks.increment()
         if entry.toTray { journal(.shownInTray, m, token: token) }
         if m.kind == .apnsNotification {
             recordAPNsDelivery(m, deviceToken: state.withLock { $0.devices[token]?.apnsToken })

@@ -8,7 +8,21 @@ import MessageJournal
 extension Engine {
     /// The front ends' answers to a send request: one `accepted`, `not_stored` or `refused` event per
     /// result. `refusal` renders a refusal in the front end's own words (a NACK code, an HTTP error).
-    public func journalAnswers(_ request: SendRequest, _ results: [SendResult], refusal: (SendError) -> String) {
+    public func recordAnswers(_ request: SendRequest, _ results: [SendResult], refusal: (SendError) -> String) {
+        if let metrics {
+            for result in results {
+                switch result {
+                case .accepted(_, nil): metrics.answered(api: request.origin.api, outcome: .notStored)
+                case .fannedOut where request.message.dryRun: metrics.answered(api: request.origin.api, outcome: .notStored)
+                case .accepted, .fannedOut: metrics.answered(api: request.origin.api, outcome: .accepted)
+                case .refused(let error):
+                    metrics.answered(api: request.origin.api, outcome: .refused, code: Self.metricCode(refusal(error)))
+                case .group(let outcome):
+                    metrics.answered(api: request.origin.api, outcome: outcome.allFailed ? .refused : .accepted,
+                                     code: outcome.allFailed ? "device group: every member failed" : "")
+                }
+            }
+        }
         guard let journal else { return }
         let now = clock.nowMillis()
         let o = request.origin
@@ -57,12 +71,22 @@ extension Engine {
 
     /// A message a front end refused before it reached the engine (bad JSON, a draining connection,
     /// a malformed request).
-    public func journalRefused(api: SendAPI, sender: String?, token: String? = nil, topic: String? = nil,
+    public func recordRefused(api: SendAPI, sender: String?, token: String? = nil, topic: String? = nil,
                                connection: String? = nil, clientMessageID: String? = nil, detail: String) {
+        metrics?.answered(api: api, outcome: .refused, code: Self.metricCode(detail))
         guard let journal else { return }
         journal.record(JournalEvent(at: clock.nowMillis(), kind: .refused, messageID: journal.makeMessageID(),
                                     sender: sender, token: token, topic: topic, api: api, connection: connection,
                                     clientMessageID: clientMessageID, detail: detail))
+    }
+
+    /// A refusal's code as a metric label: the code alone (`BAD_REGISTRATION`, `InvalidRegistration`,
+    /// `UNREGISTERED`), not the journal's wording around it (`NACK …`, `Error=…`, `HTTP 404 …`).
+    static func metricCode(_ detail: String) -> String {
+        var d = Substring(detail)
+        if d.hasPrefix("Error=") { d = d.dropFirst(6) }
+        if let space = d.lastIndex(of: " "), d.hasPrefix("NACK ") || d.hasPrefix("HTTP ") { d = d[d.index(after: space)...] }
+        return String(d)
     }
 
     /// One event of a stored message's life.

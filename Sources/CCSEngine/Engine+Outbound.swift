@@ -164,6 +164,10 @@ extension Engine {
             // "now or never") a free window takes them.
             queue.removeFirst()
             s.connections[chosen]?.inFlight[next.key] = SentOutbound(record: next, sentAt: now)
+            switch next.kind {
+            case .upstream: metrics?.outboundUpstream.increment()
+            case .receipt: metrics?.outboundReceipts.increment()
+            }
             if let about = next.aboutMessageID {
                 journal(.receiptSent, messageID: about, sender: sender, token: next.token, connection: chosen)
             }

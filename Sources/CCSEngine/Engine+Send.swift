@@ -10,7 +10,19 @@ extension Engine {
     /// exactly once, with one result per token of the target (in its order), or one `.group` result
     /// for a device group; an acceptance only after the message is committed or delivered (or
     /// deliberately not stored: dry run, TTL 0).
-    public func send(_ request: SendRequest, completion answer: @escaping @Sendable ([SendResult]) -> Void) {
+    public func send(_ request: SendRequest, completion given: @escaping @Sendable ([SendResult]) -> Void) {
+        let answer: @Sendable ([SendResult]) -> Void
+        if let metrics {
+            let start = ContinuousClock.now
+            answer = { results in
+                let took = ContinuousClock.now - start
+                metrics.sendTook(api: request.origin.api,
+                                 nanoseconds: took.components.seconds * 1_000_000_000 + took.components.attoseconds / 1_000_000_000)
+                given(results)
+            }
+        } else {
+            answer = given
+        }
         let completion: @Sendable ([SendResult]) -> Void
         if faults.isActive(.accepted) {
             completion = { [self] results in

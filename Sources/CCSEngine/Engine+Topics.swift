@@ -205,6 +205,8 @@ extension Engine {
                                                 sender: senderID, topic: from == senderID ? nil : from,
                                                 detail: "\(members.count) devices"))
                 }
+                metrics?.fanOuts.increment()
+                metrics?.fanOutDevices.increment(by: members.count)
                 handOverFannedOut(queued, members: members)
                 completion([.fannedOut(messageID: micros)])
             }

@@ -181,6 +181,8 @@ public final class Engine: Sendable {
     public let audit: Auditor
     /// Every message's life as events (nil: `--journal off`).
     public let journal: MessageJournal?
+    /// Counters and histograms for `/metrics` (nil: not counted).
+    public let metrics: EngineMetrics?
     public var store: any Persistence { committer.store }
     let logger: Logger
     let state: Mutex<State>
@@ -188,9 +190,11 @@ public final class Engine: Sendable {
     let droppedOnArrival = Mutex<Set<String>>([])
 
     public init(committer: GroupCommitter, clock: any EngineClock, configuration: Configuration,
-                journal: MessageJournal? = nil, logger: Logger = Logger(label: "ccs.engine")) throws {
+                journal: MessageJournal? = nil, metrics: EngineMetrics? = nil,
+                logger: Logger = Logger(label: "ccs.engine")) throws {
         self.committer = committer
         self.journal = journal
+        self.metrics = metrics
         self.clock = clock
         self.configuration = configuration
         self.logger = logger
@@ -231,6 +235,12 @@ public final class Engine: Sendable {
         }
         state = Mutex(s)
         connectJournal()
+        if let metrics {
+            committer.observeBatches { ops, nanoseconds in
+                metrics.commitDuration.recordNanoseconds(Int64(nanoseconds))
+                metrics.batchSize.record(ops)
+            }
+        }
     }
     func nextMicros(_ s: inout State) -> Int64 {
         let micros = max(clock.nowMicros(), s.lastMicros + 1)
@@ -250,6 +260,7 @@ public final class Engine: Sendable {
             switch send {
             case .device(let link, var deliveries, let platform, let app, let background):
                 for d in deliveries { journal(.handedOver, d.message) }
+                metrics?.delivered(deliveries.count, platform: platform)
                 if link.wantsPlatformViews {
                     for i in deliveries.indices {
                         deliveries[i].view = Self.platformView(of: deliveries[i].message, platform: platform, app: app,

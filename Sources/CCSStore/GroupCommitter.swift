@@ -49,6 +49,12 @@ public final class GroupCommitter: Sendable {
     /// called off. Writes behind it wait too (order is kept). Zero: written as soon as the writer is free.
     public let cancellableDelayNanos: UInt64
     private let state = Mutex(State())
+    /// Told of every transaction: its ops and how long it took to commit (ns); for `/metrics`.
+    private let batchObserver = Mutex<(@Sendable (_ ops: Int, _ nanoseconds: UInt64) -> Void)?>(nil)
+
+    public func observeBatches(_ observer: (@Sendable (_ ops: Int, _ nanoseconds: UInt64) -> Void)?) {
+        batchObserver.withLock { $0 = observer }
+    }
     private let wake = DispatchSemaphore(value: 0)
 
     /// Where the writer reports a failed batch (the engine's logger; stderr by default).
@@ -148,6 +154,8 @@ public final class GroupCommitter: Sendable {
         func flush() {
             if completions.isEmpty && calledOff == 0 { return }
             var failures = [Error?](repeating: nil, count: completions.count)
+            let observer = batchObserver.withLock { $0 }
+            let started = observer == nil ? 0 : DispatchTime.now().uptimeNanoseconds
             if !completions.isEmpty {
                 do { try store.apply(batch) } catch {
                     // One bad item must fail only its own caller: apply each item on its own (one
@@ -162,6 +170,7 @@ public final class GroupCommitter: Sendable {
                 }
             }
             let (transactions, n, committed, off) = (completions.isEmpty ? 0 : 1, batch.count, ticketed, calledOff)
+            if let observer, transactions == 1 { observer(n, DispatchTime.now().uptimeNanoseconds - started) }
             state.withLock {
                 $0.batches += transactions
                 $0.committedOps += n

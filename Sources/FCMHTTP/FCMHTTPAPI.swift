@@ -225,7 +225,7 @@ public struct FCMHTTPAPI: Sendable {
         let engine = self.engine
         return await withCheckedContinuation { continuation in
             engine.send(request) { results in
-                engine.journalAnswers(request, results) { error in
+                engine.recordAnswers(request, results) { error in
                     switch request.origin.api {
                     case .v1:
                         let google = Self.googleError(error)

@@ -60,9 +60,14 @@ public struct AdminAPI: Sendable {
     /// Connection-layer figures for `GET /emulator/v1/info` (`"connections"`).
     let connectionStatistics: @Sendable () -> [String: Int]
 
+    /// The Prometheus exposition text for `GET /metrics` (nil: no such route).
+    let metricsText: (@Sendable () -> String)?
+
     public init(engine: Engine, info: @escaping @Sendable () -> EmulatorInfo,
-                connectionStatistics: @escaping @Sendable () -> [String: Int] = { [:] }) {
+                connectionStatistics: @escaping @Sendable () -> [String: Int] = { [:] },
+                metricsText: (@Sendable () -> String)? = nil) {
         self.connectionStatistics = connectionStatistics
+        self.metricsText = metricsText
         self.engine = engine
         self.info = info
     }
@@ -75,6 +80,12 @@ public struct AdminAPI: Sendable {
                 "info": .string("/emulator/v1/info"),
                 "docs": .string("docs/admin-api.md: every route under /emulator/v1/"),
             ]))
+        }
+        if let metricsText {
+            router.get("metrics") { _, _ in
+                Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                         body: .init(byteBuffer: ByteBuffer(string: metricsText())))
+            }
         }
         let v1 = router.group("emulator/v1")
         v1.get("health") { _, _ in JSONResponse.make(.object(["status": .string("ok")])) }

@@ -21,7 +21,7 @@ extension XMPPConnectionHandler {
         case .failure(.nack(let nack)):
             appendGCM(OutgoingJSON.nack(nack))
             if let link {
-                engine.journalRefused(api: .ccs, sender: principal, token: nack.from, connection: link.id,
+                engine.recordRefused(api: .ccs, sender: principal, token: nack.from, connection: link.id,
                                       clientMessageID: nack.messageID.isEmpty ? nil : nack.messageID,
                                       detail: "NACK \(nack.code.rawValue)")
                 engine.audit.downstreamAnswered(connection: link.id, messageID: nack.messageID, to: nack.from,
@@ -49,7 +49,7 @@ extension XMPPConnectionHandler {
         func refuse(_ code: NackCode, _ description: String) {
             appendGCM(OutgoingJSON.nack(Nack(messageID: messageID, from: addressee, code: code, description: description)))
             audit.downstreamAnswered(connection: link.id, messageID: messageID, to: addressee, answer: .nack(code: code.rawValue))
-            engine.journalRefused(api: .ccs, sender: sender, token: message.to, connection: link.id,
+            engine.recordRefused(api: .ccs, sender: sender, token: message.to, connection: link.id,
                                   clientMessageID: messageID, detail: "NACK \(code.rawValue)")
         }
         if link.isDraining {
@@ -95,7 +95,7 @@ extension XMPPConnectionHandler {
         let request = SendRequest(sender: sender, target: message.canonicalTarget, message: message.canonical,
                                   origin: SendOrigin(api: .ccs, connection: link.id, clientMessageID: messageID))
         engine.send(request) { results in
-            engine.journalAnswers(request, results) { "NACK " + Nack(messageID: messageID, from: addressee, refusal: $0).code.rawValue }
+            engine.recordAnswers(request, results) { "NACK " + Nack(messageID: messageID, from: addressee, refusal: $0).code.rawValue }
             link.mailbox.post {
                 guard let result = results.first else {
                     link.pending.subtract(1, ordering: .relaxed)

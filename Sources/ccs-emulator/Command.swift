@@ -37,11 +37,18 @@ enum Output {
     }
 }
 
-func makeLogger(_ label: String, level: Logger.Level) -> Logger {
+func makeLogger(_ label: String, level: Logger.Level, format: LogFormat = .text) -> Logger {
     LoggingSystem.bootstrap { label in
-        var handler = StreamLogHandler.standardError(label: label)
-        handler.logLevel = level
-        return handler
+        switch format {
+        case .text:
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        case .json:
+            var handler = JSONLogHandler(label: label)
+            handler.logLevel = level
+            return handler
+        }
     }
     var logger = Logger(label: label)
     logger.logLevel = level
@@ -138,6 +145,8 @@ struct Serve: AsyncParsableCommand {
     var threads: Int?
     @Option(help: "trace, debug, info, notice, warning, error or critical (logs go to stderr).")
     var logLevel: Logger.Level = .notice
+    @Option(help: "text, or json: one JSON object per log line (time, level, label, message, metadata, source).")
+    var logFormat: LogFormat = .text
 
     func validate() throws {
         for (name, port) in [("--ccs-port", ccsPort), ("--device-port", devicePort), ("--http-port", httpPort),
@@ -166,7 +175,7 @@ struct Serve: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let logger = makeLogger("ccs-emulator", level: logLevel)
+        let logger = makeLogger("ccs-emulator", level: logLevel, format: logFormat)
         var c = EmulatorConfiguration()
         c.dataDirectory = dataDir
         c.resetState = resetState
