@@ -72,6 +72,10 @@ public struct EmulatorConfiguration: Sendable {
     /// The message journal (docs/admin-api.md#message-journal); off saves its writes under load tests.
     public var journal = true
     public var journalRetention = MessageJournal.Retention()
+    /// Replace the state with this export directory's before starting (docs/export-format.md).
+    public var importDirectory: String?
+    /// Write an export of the state here at a graceful stop.
+    public var exportOnExitDirectory: String?
     /// Delete the database (senders, devices, queues, the virtual clock's time) before opening it;
     /// the TLS material in DATA_DIR/tls stays, so clients keep trusting the same CA.
     public var resetState = false
@@ -102,10 +106,12 @@ public final class Emulator: Sendable {
     let logger: Logger
     /// Held while this emulator exists; released when it is deallocated (or the process ends).
     let dataDirectoryLock: DataDirectoryLock
+    let exportOnExitDirectory: String?
 
     private init(engine: Engine, info: EmulatorInfo, group: MultiThreadedEventLoopGroup, channels: [any Channel],
                  http: ServiceGroup, httpTask: Task<Void, any Error>, httpsPort: Int?, proxyPort: Int?,
-                 apns: APNsServer, logger: Logger, dataDirectoryLock: DataDirectoryLock) {
+                 apns: APNsServer, logger: Logger, dataDirectoryLock: DataDirectoryLock, exportOnExitDirectory: String?) {
+        self.exportOnExitDirectory = exportOnExitDirectory
         self.apns = apns
         self.dataDirectoryLock = dataDirectoryLock
         self.httpsPort = httpsPort
@@ -165,6 +171,18 @@ public final class Emulator: Sendable {
         }
 
         let store = try Store(path: dataDir + "/ccs-emulator.sqlite", durability: config.durability)
+        if let from = config.importDirectory {
+            // Before anything reads the state: the engine, the clock and the fault rules start from it.
+            let file = URL(fileURLWithPath: from).appendingPathComponent(StoreSnapshot.fileName).path
+            let text: String
+            do { text = try String(contentsOfFile: file, encoding: .utf8) } catch {
+                throw ConfigurationError("--import \(from): cannot read \(file): \(error.localizedDescription)")
+            }
+            do { try store.importSnapshot(text) } catch {
+                throw ConfigurationError("--import \(from): \(error)")
+            }
+            logger.notice("imported the state from \(file)")
+        }
         let committer = GroupCommitter(store: store, cancellableDelay: .milliseconds(config.liveWriteDelayMillis))
         let clock: any EngineClock
         switch config.clock {
@@ -355,7 +373,8 @@ public final class Emulator: Sendable {
             let info = ports.withLock { $0.httpPort = httpPort; return $0 }
             return Emulator(engine: engine, info: info, group: group, channels: channels, http: http,
                             httpTask: httpTask, httpsPort: config.httpsPort == nil ? nil : tlsPort,
-                            proxyPort: proxyPort, apns: apns, logger: logger, dataDirectoryLock: lock)
+                            proxyPort: proxyPort, apns: apns, logger: logger, dataDirectoryLock: lock,
+                            exportOnExitDirectory: config.exportOnExitDirectory)
         } catch {
             for c in channels { try? await c.close() }
             try? await group.shutdownGracefully()
@@ -420,6 +439,14 @@ public final class Emulator: Sendable {
         // The store first: its last completions still hop to the event loops.
         await engine.committer.shutdown()
         engine.journal?.shutdown()
+        if let to = exportOnExitDirectory {
+            do {
+                let file = try StoreSnapshot.write(try engine.store.exportSnapshot(), toDirectory: to)
+                logger.notice("exported the state to \(file)")
+            } catch {
+                logger.error("--export-on-exit \(to): \(error)")
+            }
+        }
         try? await group.shutdownGracefully()
     }
 }

@@ -146,6 +146,10 @@ struct DeviceGroupRegistry: Sendable {
         self = DeviceGroupRegistry()
     }
 
+    mutating func removeAll(sender: String) {
+        for g in groups(sender: sender) { remove(id: g.id) }
+    }
+
     private mutating func insert(_ g: DeviceGroupRecord) {
         byID[g.id] = g
         idByName[NameKey(sender: g.senderID, name: g.name)] = g.id

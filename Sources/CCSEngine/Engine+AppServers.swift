@@ -53,7 +53,7 @@ extension Engine {
         configuration.configuredSenders[senderID] ?? state.withLock { $0.senders[senderID]?.serverKey }
     }
 
-    static func isSenderID(_ s: String) -> Bool {
+    public static func isSenderID(_ s: String) -> Bool {
         !s.isEmpty && s.utf8.count <= 32 && s.utf8.allSatisfy { $0 >= 48 && $0 <= 57 }
     }
 

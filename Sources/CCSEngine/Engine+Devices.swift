@@ -412,6 +412,48 @@ extension Engine {
         return fresh
     }
 
+    /// Forgets one sender's state: the devices registered for it alone (their connections close), its
+    /// queued messages, upstream messages and receipts, topic subscriptions and device groups. Devices
+    /// shared with other senders stay, without this sender. The sender's credentials and app-server
+    /// connections stay. Returns how many devices were removed.
+    public func reset(sender: String) async throws(DeviceManagementError) -> Int {
+        let (count, links): (Int, [any DeviceLink]) = try await change { s in
+            // Restored whole if the store refuses the change (rare: a failing disk); a change made in
+            // between by another caller would then be lost from memory, never from the disk.
+            let before = s
+            var ops: [StoreOp] = [.removeSenderData(senderID: sender)]
+            var links: [any DeviceLink] = []
+            var removed = 0
+            for (token, device) in s.devices where device.senders.contains(sender) {
+                if device.senders == [sender] {
+                    removed += 1
+                    s.devices[token] = nil
+                    s.deviceStates[token] = nil
+                    s.tokenByDeviceID[device.deviceID] = nil
+                    if let link = s.online.removeValue(forKey: token)?.link { links.append(link) }
+                    if let apns = device.apnsToken, s.apnsTokens[apns] == token { s.apnsTokens[apns] = nil }
+                    _ = s.topics.removeAll(token: token)
+                } else {
+                    var shared = device
+                    shared.senders.removeAll { $0 == sender }
+                    s.devices[token] = shared
+                    ops.append(.upsertDevice(shared))
+                }
+            }
+            for (topic, tokens) in s.topics.subscribers where topic.senderID == sender {
+                for token in tokens { _ = s.topics.remove(topic, token: token) }
+            }
+            s.groups.removeAll(sender: sender)
+            s.outboundPending[sender] = nil
+            s.upstreamIDs = s.upstreamIDs.filter { $0.key.sender != sender }
+            for id in s.connectionsBySender[sender] ?? [] { s.connections[id]?.inFlight = [:] }
+            return .success(Change(value: (removed, links), ops: ops, undo: { s in s = before }))
+        }
+        for link in links { link.close() }
+        try? await journal?.removeAll(sender: sender)
+        return count
+    }
+
     /// Forgets every device with its queue, tray, device groups and the upstream messages and receipts
     /// waiting for app servers; device connections close. Senders, app-server connections, the clock and the TLS
     /// material stay. Returns how many devices were removed.

@@ -32,6 +32,8 @@ public protocol Persistence: Sendable {
     func meta(_ key: String) throws -> String?
 
     /// Fault injection: ops for which `apply` throws `InjectedStoreFailure` (nil: none).
+    /// The whole state as an export's text (docs/export-format.md).
+    func exportSnapshot() throws -> String
     /// Who is told which queued messages were removed by collapse, the limits or expiry (the journal).
     func observeRemovals(_ observer: (@Sendable ([QueueRemoval]) -> Void)?)
     func injectFailures(_ predicate: (@Sendable (StoreOp) -> Bool)?)

@@ -229,6 +229,10 @@ public enum StoreOp: Sendable, Equatable {
     /// Every device with its queue, tray, outbound items and device groups (a reset; senders and
     /// meta stay). Groups go too: their members are tokens that no longer exist.
     case removeAllDevices
+    /// One sender's state: its queued messages, upstream messages and receipts, subscriptions and
+    /// device groups, and the devices registered for it alone (with their trays). Devices that
+    /// other senders share stay (the caller rewrites their sender lists).
+    case removeSenderData(senderID: String)
     /// Adds the subscriptions not there yet (an existing one keeps its date).
     case subscribe([TopicSubscription])
     case unsubscribe(senderID: String, topic: String, tokens: [String])

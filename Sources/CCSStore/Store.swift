@@ -15,7 +15,7 @@ public final class Store: Sendable {
         case normal
     }
 
-    private let pool: DatabasePool
+    let pool: DatabasePool
     public let path: String
 
     public init(path: String, durability: Durability = .full) throws {
@@ -361,6 +361,15 @@ public final class Store: Sendable {
                 """).execute(arguments: [g.id, g.senderID, g.name, members, g.createdAt])
         case .removeDeviceGroup(let id):
             try db.cachedStatement(sql: "DELETE FROM device_group WHERE id = ?").execute(arguments: [id])
+        case .removeSenderData(let sender):
+            for sql in ["DELETE FROM queued_message WHERE sender_id = ?", "DELETE FROM outbound WHERE sender_id = ?",
+                        "DELETE FROM topic_subscription WHERE sender_id = ?", "DELETE FROM device_group WHERE sender_id = ?",
+                        "DELETE FROM tray WHERE token IN (SELECT token FROM device WHERE senders = ?)",
+                        "DELETE FROM queued_message WHERE device_key IN (SELECT device_key FROM device WHERE senders = ?)",
+                        "DELETE FROM topic_subscription WHERE device_key IN (SELECT device_key FROM device WHERE senders = ?)",
+                        "DELETE FROM device WHERE senders = ?"] {
+                try db.cachedStatement(sql: sql).execute(arguments: [sender])
+            }
         case .removeAllDevices:
             for table in ["device", "queued_message", "outbound", "tray", "topic_subscription", "message_body", "device_group",
                           "apns_feedback"] {

@@ -96,8 +96,27 @@ public struct AdminAPI: Sendable {
             let st = self.engine.storeStatistics
             return JSONResponse.make(.object(["durable": .bool(true), "transactions": .int(Int64(st.batches))]))
         }
-        v1.post("reset") { _, _ in
+        v1.post("reset") { request, _ in
+            // Everything, or one sender's state: `?sender=ID` or a body `{"sender":"ID"}`.
+            var sender = request.uri.queryParameters["sender"].map(String.init)
+            let body = try await request.body.collect(upTo: 1 << 16)
+            if body.readableBytes > 0, sender == nil {
+                guard case .object(let fields)? = try? JSONValue.parse(String(buffer: body)) else {
+                    throw APIError.badRequest("the body must be empty or a JSON object such as {\"sender\":\"123\"}")
+                }
+                switch fields["sender"] {
+                case .string(let s)?: sender = s
+                case .int(let n)? where n >= 0: sender = String(n)
+                case nil: break
+                default: throw APIError.badRequest("\"sender\" must be a sender ID")
+                }
+            }
             do {
+                if let sender {
+                    guard Engine.isSenderID(sender) else { throw APIError.badRequest("\"sender\" must be 1 to 32 digits") }
+                    let removed = try await self.engine.reset(sender: sender)
+                    return JSONResponse.make(.object(["devices_removed": .int(Int64(removed)), "sender": .string(sender)]))
+                }
                 let removed = try await self.engine.reset()
                 try? await self.engine.journal?.removeAll()
                 return JSONResponse.make(.object(["devices_removed": .int(Int64(removed))]))

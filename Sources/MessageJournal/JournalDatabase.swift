@@ -76,6 +76,14 @@ struct JournalDatabase: Sendable {
         try pool.write { db in try db.execute(sql: "DELETE FROM journal_event") }
     }
 
+    func removeAll(sender: String) throws {
+        try pool.write { db in
+            try db.execute(sql: """
+                DELETE FROM journal_event WHERE message_id IN (SELECT message_id FROM journal_event WHERE sender = ?)
+                """, arguments: [sender])
+        }
+    }
+
     func count() throws -> Int {
         try pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM journal_event") ?? 0 }
     }

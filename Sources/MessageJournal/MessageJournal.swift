@@ -201,6 +201,12 @@ public final class MessageJournal: Sendable {
         try database.removeAll()
     }
 
+    /// Forgets the messages of one sender.
+    public func removeAll(sender: String) async throws {
+        await sync()
+        try database.removeAll(sender: sender)
+    }
+
     /// Writes what is pending and stops the writer.
     public func shutdown() {
         let wasRunning = state.withLock { s -> Bool in

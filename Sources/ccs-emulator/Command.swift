@@ -18,7 +18,8 @@ struct CCSEmulatorCommand: AsyncParsableCommand {
             HTTP on port 8080 under /emulator/v1/. See README.md and docs/.
             """,
         version: ccsEmulatorVersion,
-        subcommands: [Serve.self, Device.self, Send.self, Credentials.self, APNsCert.self, Bench.self, Conformance.self],
+        subcommands: [Serve.self, Device.self, Send.self, Credentials.self, APNsCert.self, Bench.self, Conformance.self,
+                      Export.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -145,6 +146,10 @@ struct Serve: AsyncParsableCommand {
     var threads: Int?
     @Option(help: "trace, debug, info, notice, warning, error or critical (logs go to stderr).")
     var logLevel: Logger.Level = .notice
+    @Option(name: .customLong("import"), help: ArgumentHelp("Replace the state in --data-dir with an export's (docs/export-format.md) before starting.", valueName: "dir"))
+    var importDirectory: String?
+    @Option(help: ArgumentHelp("At a graceful stop (SIGINT, SIGTERM), write an export of the state into this directory.", valueName: "dir"))
+    var exportOnExit: String?
     @Option(help: "text, or json: one JSON object per log line (time, level, label, message, metadata, source).")
     var logFormat: LogFormat = .text
 
@@ -205,6 +210,8 @@ struct Serve: AsyncParsableCommand {
         c.maxConnectionsPerSender = maxConnections
         c.audit = audit == .on
         c.journal = journal == .on
+        c.importDirectory = importDirectory
+        c.exportOnExitDirectory = exportOnExit
         guard let retention = MessageJournal.Retention.parse(journalRetention) else {
             throw ValidationError("--journal-retention: a number of events (1 to 100000000), an age such as 30m, 24h or 7d, or both with a comma")
         }
