@@ -3,6 +3,7 @@ import CCSEngine
 import CCSProtocol
 import CCSStore
 import ConnectProxy
+import Dashboard
 import Foundation
 import FCMHTTP
 import HTTPAPI
@@ -294,6 +295,7 @@ public final class Emulator: Sendable {
             AdminAPI(engine: engine, info: { ports.withLock { $0 } }, connectionStatistics: {
                 ["idle_parsers_released": XMPPListener.idleParsersReleased]
             }, metricsText: { prometheus.scrape(engine: engine) }).addRoutes(to: router)
+            Dashboard.addRoutes(to: router)
             // The FCM HTTP APIs (legacy send, OAuth2, v1) on the same port and the same engine.
             try FCMHTTPAPI(engine: engine, credentialsDirectory: dataDir + "/credentials",
                            projectSenders: projectSenders).addRoutes(to: router)

@@ -73,14 +73,6 @@ public struct AdminAPI: Sendable {
     }
 
     public func addRoutes(to router: Router<some RequestContext>) {
-        // Until there is a dashboard, `/` says where to look instead of an empty 404.
-        router.get("/") { _, _ in
-            JSONResponse.make(.object([
-                "service": .string("ccs-emulator"),
-                "info": .string("/emulator/v1/info"),
-                "docs": .string("docs/admin-api.md: every route under /emulator/v1/"),
-            ]))
-        }
         if let metricsText {
             router.get("metrics") { _, _ in
                 Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
