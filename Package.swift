@@ -46,6 +46,7 @@ let package = Package(
         .target(name: "MessageJournal", dependencies: [
             "PushDomain",
             .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "GRDBSQLite", package: "GRDB.swift"),
         ]),
         .target(name: "AppServerAudit", dependencies: ["PushDomain"]),
         .target(name: "CCSEngine", dependencies: [

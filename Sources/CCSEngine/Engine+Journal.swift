@@ -122,7 +122,7 @@ extension Engine {
                 }
                 // Called before the commit's completions run: the engine's `stored` for it is skipped.
                 if r.onArrival { self?.droppedOnArrival.withLock { _ = $0.insert(r.deviceMessageID) } }
-                journal.record(JournalEvent(at: now, kind: kind, messageID: r.deviceMessageID, token: r.token,
+                journal.record(JournalEvent(at: now, kind: kind, messageID: r.deviceMessageID, sender: r.senderID, token: r.token,
                                             detail: r.onArrival ? "dropped on arrival: the device already holds the most messages" : nil))
             }
         }

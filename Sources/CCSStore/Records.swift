@@ -306,10 +306,12 @@ public struct QueueRemoval: Sendable, Equatable {
     public var token: String
     public var deviceMessageID: String
     public var reason: Reason
+    public var senderID: String?
     /// The message being written was itself dropped (the 100-message limit), never stored.
     public var onArrival: Bool
 
-    public init(token: String, deviceMessageID: String, reason: Reason, onArrival: Bool = false) {
+    public init(token: String, deviceMessageID: String, reason: Reason, senderID: String? = nil, onArrival: Bool = false) {
+        self.senderID = senderID
         self.onArrival = onArrival
         self.token = token
         self.deviceMessageID = deviceMessageID

@@ -433,12 +433,12 @@ public final class Store: Sendable {
                                in db: Database, removals: QueueRemovals?) throws {
         guard let removals else { return try db.cachedStatement(sql: sql).execute(arguments: arguments) }
         let rows = try Row.fetchAll(db.cachedStatement(sql: sql + """
-             RETURNING device_message_id, (SELECT token FROM device d WHERE d.device_key = queued_message.device_key), kind
+             RETURNING device_message_id, (SELECT token FROM device d WHERE d.device_key = queued_message.device_key), kind, sender_id
             """), arguments: arguments)
         for row in rows {
             let kind = MessageKind(rawValue: row[2]) ?? .message
             guard kind == .message || kind == .apnsNotification else { continue }
-            removals.items.append(QueueRemoval(token: row[1] ?? "", deviceMessageID: row[0], reason: reason))
+            removals.items.append(QueueRemoval(token: row[1] ?? "", deviceMessageID: row[0], reason: reason, senderID: row[3]))
         }
     }
 
@@ -477,7 +477,7 @@ public final class Store: Sendable {
             if stored >= limits.maxNonCollapsible {
                 // The new message goes with the stored ones (the device gets the notice instead).
                 removals?.items.append(QueueRemoval(token: m.token, deviceMessageID: m.deviceMessageID, reason: .discarded,
-                                                    onArrival: true))
+                                                    senderID: m.senderID, onArrival: true))
                 return try overflow(device: device, notice: limits.overflowNotice, in: db, removals: removals)
             }
             return try insert(m, device: device, in: db)

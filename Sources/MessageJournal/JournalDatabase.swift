@@ -1,11 +1,15 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import PushDomain
+import Synchronization
 
 /// The journal's own SQLite file (`journal.sqlite` in the data directory): kept apart from the
 /// store's so that its writes never wait for, or delay, the store's group commits.
 struct JournalDatabase: Sendable {
     let pool: DatabasePool
+    /// token → its number in `journal_token`; written only inside the pool's write transactions.
+    private let tokenIDs = TokenIDs()
 
     init(path: String) throws {
         var config = Configuration()
@@ -38,32 +42,173 @@ struct JournalDatabase: Sendable {
                 CREATE INDEX journal_event_by_recorded_at ON journal_event(recorded_at);
                 """)
         }
+        migrator.registerMigration("v2: only the indexes the writer can afford") { db in
+            // Measured (docs/benchmarks.md, "Journal"): the token index, a random insert of a
+            // ~150-byte key per event, cost more than the rest of the journal together. Queries by
+            // token or sender scan the retained events instead (a few hundred thousand rows at most).
+            try db.execute(sql: """
+                DROP INDEX journal_event_by_token;
+                DROP INDEX journal_event_by_sender;
+                """)
+        }
+        migrator.registerMigration("v3: token ids and batches") { db in
+            // What a row costs decides what the journal costs (docs/benchmarks.md, "Journal"): the
+            // ~150-byte token is stored once (`journal_token`) and an event holds its number; the
+            // time a batch was written is kept once per batch (`journal_batch`, for pruning by age),
+            // not per event with an index. The journal is a record, not state: older events go.
+            try db.execute(sql: """
+                DROP TABLE journal_event;
+                CREATE TABLE journal_token (id INTEGER PRIMARY KEY, token TEXT NOT NULL UNIQUE);
+                CREATE TABLE journal_batch (first_seq INTEGER PRIMARY KEY, recorded_at INTEGER NOT NULL);
+                CREATE TABLE journal_event (
+                  seq INTEGER PRIMARY KEY,
+                  at INTEGER NOT NULL,
+                  kind TEXT NOT NULL,
+                  message_id TEXT NOT NULL,
+                  sender TEXT,
+                  token_id INTEGER,
+                  topic TEXT,
+                  api TEXT,
+                  connection TEXT,
+                  client_message_id TEXT,
+                  detail TEXT
+                );
+                CREATE INDEX journal_event_by_message ON journal_event(message_id);
+                CREATE VIEW journal_event_view AS
+                  SELECT e.seq, e.at, e.kind, e.message_id, e.sender, t.token, e.topic, e.api, e.connection,
+                    e.client_message_id, e.detail
+                  FROM journal_event e LEFT JOIN journal_token t ON t.id = e.token_id;
+                """)
+        }
         try migrator.migrate(pool)
+        let known = try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT id, token FROM journal_token").map { (row: Row) in (row[1] as String, row[0] as Int64) }
+        }
+        tokenIDs.ids.withLock { ids in
+            for (token, id) in known { ids[TokenIDs.hash(Array(token.utf8)), default: []].append((Array(token.utf8), id)) }
+        }
     }
 
     func largestSeq() throws -> Int64 {
         try pool.read { db in try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM journal_event") ?? 0 }
     }
 
-    func insert(_ events: [JournalEvent], recordedAt: Int64) throws {
+    /// Rows per INSERT statement: one statement execution per 32 events instead of one per event.
+    static let rowsPerStatement = 32
+
+    func insert(_ events: EncodedEvents, recordedAt: Int64) throws {
+        var firstSeq: Int64?
+        events.forEach { if firstSeq == nil { firstSeq = $0.seq } }
+        guard let firstSeq else { return }
         try pool.write { db in
-            let statement = try db.cachedStatement(sql: """
-                INSERT OR REPLACE INTO journal_event(seq, at, recorded_at, kind, message_id, sender, token, topic, api,
-                  connection, client_message_id, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """)
-            for e in events {
-                try statement.execute(arguments: [e.seq, e.at, recordedAt, e.kind.rawValue, e.messageID, e.sender, e.token,
-                                                  e.topic, e.api?.rawValue, e.connection, e.clientMessageID, e.detail])
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO journal_batch(first_seq, recorded_at) VALUES (?, ?)")
+                .execute(arguments: [firstSeq, recordedAt])
+            let columns = "(seq, at, kind, message_id, sender, token_id, topic, api, connection, client_message_id, detail)"
+            let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            let full = try db.cachedStatement(sql: "INSERT OR REPLACE INTO journal_event\(columns) VALUES "
+                + Array(repeating: row, count: Self.rowsPerStatement).joined(separator: ", "))
+            let single = try db.cachedStatement(sql: "INSERT OR REPLACE INTO journal_event\(columns) VALUES " + row)
+            // Bound through SQLite's C API, straight from the batch's bytes: GRDB's
+            // `StatementArguments` box every value, which made argument building the largest part of
+            // the writer's work.
+            var pending: [EncodedEvents.View] = []
+            pending.reserveCapacity(Self.rowsPerStatement)
+            func flush(_ views: [EncodedEvents.View], _ statement: Statement) throws {
+                let stmt = statement.sqliteStatement
+                sqlite3_reset(stmt)
+                for (k, e) in views.enumerated() {
+                    let base = Int32(k * 11)
+                    sqlite3_bind_int64(stmt, base + 1, e.seq)
+                    sqlite3_bind_int64(stmt, base + 2, e.at)
+                    sqlite3_bind_text(stmt, base + 3, Self.kindNames[e.kind]!, -1, nil)
+                    Self.bind(stmt, base + 4, e.texts.0)
+                    Self.bind(stmt, base + 5, e.texts.1)
+                    if let token = e.texts.2 {
+                        sqlite3_bind_int64(stmt, base + 6, try tokenID(token, db))
+                    } else {
+                        sqlite3_bind_null(stmt, base + 6)
+                    }
+                    Self.bind(stmt, base + 7, e.texts.3)
+                    if let api = e.api { sqlite3_bind_text(stmt, base + 8, Self.apiNames[api]!, -1, nil) } else { sqlite3_bind_null(stmt, base + 8) }
+                    Self.bind(stmt, base + 9, e.texts.4)
+                    Self.bind(stmt, base + 10, e.texts.5)
+                    Self.bind(stmt, base + 11, e.texts.6)
+                }
+                let code = sqlite3_step(stmt)
+                sqlite3_reset(stmt)
+                sqlite3_clear_bindings(stmt)
+                guard code == SQLITE_DONE else {
+                    throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+                }
             }
+            try events.forEach { view in
+                pending.append(view)
+                if pending.count == Self.rowsPerStatement {
+                    try flush(pending, full)
+                    pending.removeAll(keepingCapacity: true)
+                }
+            }
+            for view in pending { try flush([view], single) }
         }
     }
+
+    /// The token's number, given the first time it is seen (inside the caller's write transaction).
+    /// Looked up by a hash of its bytes, without making a `String` per event: that allocation and
+    /// hashing 150 bytes through `Hasher` were most of what the writer spent outside SQLite.
+    private func tokenID(_ token: UnsafeBufferPointer<UInt8>, _ db: Database) throws -> Int64 {
+        let hash = TokenIDs.hash(token)
+        if let id = tokenIDs.ids.withLock({ ids in ids[hash]?.first(where: { $0.bytes.elementsEqual(token) })?.id }) {
+            return id
+        }
+        let text = String(decoding: token, as: UTF8.self)
+        try db.cachedStatement(sql: "INSERT OR IGNORE INTO journal_token(token) VALUES (?)").execute(arguments: [text])
+        let id = try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM journal_token WHERE token = ?"), arguments: [text])!
+        tokenIDs.ids.withLock { $0[hash, default: []].append((Array(token), id)) }
+        return id
+    }
+
+    /// SQLite copies the text (SQLITE_TRANSIENT): the Swift string's buffer lives only for the call.
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    /// Bound without a copy (a nil destructor is SQLITE_STATIC): the bytes are the batch's, which
+    /// outlives the statement's step; the statement is reset and its bindings cleared right after.
+    private static func bind(_ stmt: OpaquePointer?, _ index: Int32, _ bytes: UnsafeBufferPointer<UInt8>?) {
+        guard let bytes else {
+            sqlite3_bind_null(stmt, index)
+            return
+        }
+        guard let base = bytes.baseAddress, !bytes.isEmpty else {
+            sqlite3_bind_text(stmt, index, Self.empty, 0, nil)
+            return
+        }
+        base.withMemoryRebound(to: CChar.self, capacity: bytes.count) { chars in
+            _ = sqlite3_bind_text(stmt, index, chars, Int32(bytes.count), nil)
+        }
+    }
+
+    /// C strings made once and never freed or changed (so shared without a lock), bound without copies.
+    nonisolated(unsafe) private static let empty: UnsafePointer<CChar> = UnsafePointer(strdup("")!)
+    nonisolated(unsafe) private static let kindNames: [JournalEventKind: UnsafePointer<CChar>] = Dictionary(
+        uniqueKeysWithValues: JournalEventKind.allCases.map { ($0, UnsafePointer(strdup($0.rawValue)!)) })
+    nonisolated(unsafe) private static let apiNames: [SendAPI: UnsafePointer<CChar>] = Dictionary(
+        uniqueKeysWithValues: SendAPI.allCases.map { ($0, UnsafePointer(strdup($0.rawValue)!)) })
 
     /// Drops what is past the retention: events recorded before `olderThan` (wall ms), and all but
     /// the newest `keeping` events. Returns how many went.
     func prune(keeping: Int, olderThan: Int64) throws -> Int {
         try pool.write { db in
-            try db.execute(sql: "DELETE FROM journal_event WHERE recorded_at < ?", arguments: [olderThan])
-            var removed = db.changesCount
+            var removed = 0
+            // By age: everything before the first batch written at or after the cut.
+            if let keepFrom = try Int64.fetchOne(db, sql: "SELECT MIN(first_seq) FROM journal_batch WHERE recorded_at >= ?",
+                                                 arguments: [olderThan]) {
+                try db.execute(sql: "DELETE FROM journal_event WHERE seq < ?", arguments: [keepFrom])
+                removed += db.changesCount
+                try db.execute(sql: "DELETE FROM journal_batch WHERE first_seq < ?", arguments: [keepFrom])
+            } else {
+                try db.execute(sql: "DELETE FROM journal_event")
+                removed += db.changesCount
+                try db.execute(sql: "DELETE FROM journal_batch")
+            }
             if let newest = try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM journal_event") {
                 try db.execute(sql: "DELETE FROM journal_event WHERE seq <= ?", arguments: [newest - Int64(keeping)])
                 removed += db.changesCount
@@ -73,7 +218,10 @@ struct JournalDatabase: Sendable {
     }
 
     func removeAll() throws {
-        try pool.write { db in try db.execute(sql: "DELETE FROM journal_event") }
+        try pool.write { db in
+            try db.execute(sql: "DELETE FROM journal_event")
+            try db.execute(sql: "DELETE FROM journal_batch")
+        }
     }
 
     func removeAll(sender: String) throws {
@@ -92,14 +240,14 @@ struct JournalDatabase: Sendable {
 
     func events(messageID: String) throws -> [JournalEvent] {
         try pool.read { db in
-            var rows = try Row.fetchAll(db, sql: "SELECT * FROM journal_event WHERE message_id = ? ORDER BY seq",
+            var rows = try Row.fetchAll(db, sql: "SELECT * FROM journal_event_view WHERE message_id = ? ORDER BY seq",
                                         arguments: [messageID])
             if rows.isEmpty {
                 // The id the app server chose: every message it sent with that id (a retry reuses it),
                 // with the faults applied to it, in order.
                 rows = try Row.fetchAll(db, sql: """
-                    SELECT * FROM journal_event WHERE message_id IN
-                      (SELECT message_id FROM journal_event WHERE client_message_id = ?)
+                    SELECT * FROM journal_event_view WHERE message_id IN
+                      (SELECT message_id FROM journal_event_view WHERE client_message_id = ?)
                     ORDER BY seq
                     """, arguments: [messageID])
             }
@@ -118,18 +266,18 @@ struct JournalDatabase: Sendable {
         if let topic = filter.topic { conditions.append("topic = ?"); arguments.append(topic) }
         if let since = filter.since { conditions.append("at >= ?"); arguments.append(since) }
         let matched = conditions.isEmpty
-            ? "SELECT DISTINCT message_id FROM journal_event"
-            : "SELECT DISTINCT message_id FROM journal_event WHERE " + conditions.joined(separator: " AND ")
+            ? "SELECT DISTINCT message_id FROM journal_event_view"
+            : "SELECT DISTINCT message_id FROM journal_event_view WHERE " + conditions.joined(separator: " AND ")
         var sql = """
             WITH matched AS (\(matched)),
             m AS (
               SELECT e.message_id, MIN(e.seq) AS first_seq, MAX(e.seq) AS last_seq, MIN(e.at) AS first_at,
                 MAX(e.at) AS last_at, COUNT(*) AS n, MAX(e.sender) AS sender, MAX(e.topic) AS topic, MAX(e.api) AS api,
                 MAX(e.client_message_id) AS client_message_id
-              FROM journal_event e JOIN matched USING (message_id) GROUP BY e.message_id
+              FROM journal_event_view e JOIN matched USING (message_id) GROUP BY e.message_id
             )
             SELECT m.*, last.kind AS status,
-              (SELECT group_concat(token, ' ') FROM (SELECT DISTINCT token FROM journal_event t
+              (SELECT group_concat(token, ' ') FROM (SELECT DISTINCT token FROM journal_event_view t
                  WHERE t.message_id = m.message_id AND t.token IS NOT NULL LIMIT \(Self.summaryTokens))) AS tokens
             FROM m JOIN journal_event last ON last.seq = m.last_seq
             """
@@ -159,5 +307,17 @@ struct JournalDatabase: Sendable {
                              detail: row["detail"])
         e.seq = row["seq"]
         return e
+    }
+}
+
+/// The token numbers the writer has given (shared by the copies of the `JournalDatabase` value).
+final class TokenIDs: Sendable {
+    /// FNV-1a of the token's bytes → the tokens with that hash and their numbers.
+    let ids = Mutex<[UInt64: [(bytes: [UInt8], id: Int64)]]>([:])
+
+    static func hash<C: Collection>(_ bytes: C) -> UInt64 where C.Element == UInt8 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in bytes { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01b3 }
+        return h
     }
 }

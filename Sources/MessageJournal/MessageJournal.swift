@@ -4,8 +4,8 @@ import Synchronization
 /// The message journal: every message's events from every entry point, kept within a bounded
 /// retention, queried by the admin API and followed live (docs/admin-api.md#message-journal).
 ///
-/// `record` is what the hot path pays: an append to an in-memory batch under a lock, and a yield to
-/// each live follower. One writer thread writes the batches to the journal's own SQLite file and
+/// `record` is what the hot path pays: the event's bytes appended to a reused buffer under a lock
+/// (`EncodedEvents` says why bytes), and a yield to each live follower. One writer thread writes the batches to the journal's own SQLite file and
 /// prunes it. Past `maxPending` unwritten events (the writer cannot keep up), new events are counted
 /// as dropped instead of growing memory.
 public final class MessageJournal: Sendable {
@@ -62,7 +62,9 @@ public final class MessageJournal: Sendable {
     }
 
     private struct State {
-        var pending: [JournalEvent] = []
+        var pending = EncodedEvents(capacity: 1 << 20)
+        /// The buffer the writer gave back, reused for the next batch (no allocation in steady state).
+        var spare: EncodedEvents? = EncodedEvents(capacity: 1 << 20)
         var nextSeq: Int64
         /// The newest seq written to the database.
         var writtenSeq: Int64
@@ -70,6 +72,8 @@ public final class MessageJournal: Sendable {
         var nextFollower = 0
         var waiters: [(seq: Int64, continuation: CheckedContinuation<Void, Never>)] = []
         var writerIdle = false
+        /// The writer lets the next batch gather (`batchPause`); only a query waiting wakes it early.
+        var writerPausing = false
         var stopped = false
         var recorded: Int64 = 0
         var dropped: Int64 = 0
@@ -79,6 +83,10 @@ public final class MessageJournal: Sendable {
 
     public let retention: Retention
     public let maxPending: Int
+    /// How long the writer lets events gather after a batch: one transaction per pause instead of one
+    /// per few events (each transaction rewrites the pages it touches in the WAL). A query never
+    /// waits for it: `sync` wakes the writer.
+    public static let batchPause: DispatchTimeInterval = .milliseconds(100)
     private let database: JournalDatabase
     private let state: Mutex<State>
     private let wake = DispatchSemaphore(value: 0)
@@ -117,7 +125,7 @@ public final class MessageJournal: Sendable {
             s.nextSeq += 1
             s.recorded += 1
             s.pending.append(e)
-            for follower in s.followers.values { follower.yield(e) }
+            if !s.followers.isEmpty { for follower in s.followers.values { follower.yield(e) } }
             if s.writerIdle { s.writerIdle = false; return true }
             return false
         }
@@ -149,7 +157,11 @@ public final class MessageJournal: Sendable {
             let resumeNow = state.withLock { s -> Bool in
                 if s.writtenSeq >= target || s.stopped { return true }
                 s.waiters.append((target, continuation))
-                if s.writerIdle { s.writerIdle = false; wake.signal() }
+                if s.writerIdle || s.writerPausing {
+                    s.writerIdle = false
+                    s.writerPausing = false
+                    wake.signal()
+                }
                 return false
             }
             if resumeNow { continuation.resume() }
@@ -224,19 +236,20 @@ public final class MessageJournal: Sendable {
     private func run() {
         var lastPrune: Int64 = 0
         while true {
-            let (batch, stopping) = state.withLock { s -> ([JournalEvent], Bool) in
-                let batch = s.pending
-                s.pending.removeAll(keepingCapacity: true)
-                if batch.isEmpty && !s.stopped { s.writerIdle = true }
+            var (batch, stopping) = state.withLock { s -> (EncodedEvents, Bool) in
+                var batch = s.spare ?? EncodedEvents()
+                s.spare = nil
+                swap(&batch, &s.pending)
+                if batch.count == 0 && !s.stopped { s.writerIdle = true }
                 return (batch, s.stopped)
             }
-            if batch.isEmpty && !stopping {
+            if batch.count == 0 && !stopping {
                 // Wake at least once a second to prune by age.
                 _ = wake.wait(timeout: .now() + .seconds(1))
                 state.withLock { $0.writerIdle = false }
             }
             let now = wallMillis()
-            if !batch.isEmpty {
+            if batch.count > 0 {
                 do {
                     try database.insert(batch, recordedAt: now)
                 } catch {
@@ -246,7 +259,7 @@ public final class MessageJournal: Sendable {
                     logger("writing \(batch.count) events failed: \(error)")
                 }
                 let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-                    s.writtenSeq = max(s.writtenSeq, batch.last!.seq)
+                    s.writtenSeq = max(s.writtenSeq, s.nextSeq - 1 - Int64(s.pending.count))
                     return takeWaiters(&s)
                 }
                 for r in ready { r.resume() }
@@ -267,7 +280,21 @@ public final class MessageJournal: Sendable {
                     logger("pruning failed: \(error)")
                 }
             }
-            if stopping && batch.isEmpty {
+            let wrote = batch.count > 0
+            batch.removeAll()
+            state.withLock { [batch] in $0.spare = batch }
+            if wrote {
+                let pause = state.withLock { s -> Bool in
+                    guard s.waiters.isEmpty, !s.stopped else { return false }
+                    s.writerPausing = true
+                    return true
+                }
+                if pause {
+                    _ = wake.wait(timeout: .now() + Self.batchPause)
+                    state.withLock { $0.writerPausing = false }
+                }
+            }
+            if stopping && !wrote {
                 let rest = state.withLock { s -> [CheckedContinuation<Void, Never>] in
                     for f in s.followers.values { f.finish() }
                     let all = s.waiters.map(\.continuation)
