@@ -32,17 +32,43 @@ struct EncodedEvents {
         appendInt(e.at)
         bytes.append(UInt8(Self.kinds.firstIndex(of: e.kind)!))
         bytes.append(e.api.map { UInt8(Self.apis.firstIndex(of: $0)! + 1) } ?? 0)
-        for text in [e.messageID, e.sender, e.token, e.topic, e.connection, e.clientMessageID, e.detail] as [String?] {
-            guard var text else {
-                appendLength(Self.absent)
+        // Field by field, not through an array of them: that array was an allocation per event.
+        appendText(e.messageID)
+        appendText(e.sender)
+        appendText(e.token)
+        appendText(e.topic)
+        appendText(e.connection)
+        appendText(e.clientMessageID)
+        appendText(e.detail)
+        count += 1
+    }
+
+    private mutating func appendText(_ text: String?) {
+        guard var text else {
+            appendLength(Self.absent)
+            return
+        }
+        text.withUTF8 { utf8 in
+            appendLength(UInt32(utf8.count))
+            bytes.append(contentsOf: utf8)
+        }
+    }
+
+    /// The event's bytes without its message id and token, into `out`: an entry's blob, whose row
+    /// holds those two once (`View.event(messageID:token:)` puts them back).
+    static func appendStripped(_ e: View, to out: inout [UInt8]) {
+        withUnsafeBytes(of: e.seq.littleEndian) { out.append(contentsOf: $0) }
+        withUnsafeBytes(of: e.at.littleEndian) { out.append(contentsOf: $0) }
+        out.append(UInt8(kinds.firstIndex(of: e.kind)!))
+        out.append(e.api.map { UInt8(apis.firstIndex(of: $0)! + 1) } ?? 0)
+        for i in 0..<7 {
+            guard i != 0, i != 2, let text = View.text(at: i, of: e.texts) else {
+                withUnsafeBytes(of: absent.littleEndian) { out.append(contentsOf: $0) }
                 continue
             }
-            text.withUTF8 { utf8 in
-                appendLength(UInt32(utf8.count))
-                bytes.append(contentsOf: utf8)
-            }
+            withUnsafeBytes(of: UInt32(text.count).littleEndian) { out.append(contentsOf: $0) }
+            out.append(contentsOf: text)
         }
-        count += 1
     }
 
     private mutating func appendInt(_ v: Int64) {
@@ -56,6 +82,8 @@ struct EncodedEvents {
     /// One event as the writer reads it: numbers, and each text as bytes inside the buffer (valid
     /// only during `forEach`'s call).
     struct View {
+        /// Where the event's bytes are in the buffer (an entry's blob is its events' bytes).
+        var range: Range<Int>
         var seq: Int64
         var at: Int64
         var kind: JournalEventKind
@@ -92,7 +120,12 @@ struct EncodedEvents {
     }
 
     func forEach(_ body: (View) throws -> Void) rethrows {
-        try bytes.withUnsafeBufferPointer { buffer in
+        try bytes.withUnsafeBufferPointer { try Self.parse($0, body) }
+    }
+
+    /// Reads events from bytes in this format (a batch, or an entry's blob read back).
+    static func parse(_ buffer: UnsafeBufferPointer<UInt8>, _ body: (View) throws -> Void) rethrows {
+        do {
             var at = 0
             func int() -> Int64 {
                 var v: Int64 = 0
@@ -113,20 +146,28 @@ struct EncodedEvents {
                 return UnsafeBufferPointer(rebasing: buffer[at..<at + Int(n)])
             }
             while at < buffer.count {
+                let start = at
                 let seq = int(), time = int()
                 let kind = Self.kinds[Int(buffer[at])]
                 let api = buffer[at + 1] == 0 ? nil : Self.apis[Int(buffer[at + 1]) - 1]
                 at += 2
                 let texts = (text(), text(), text(), text(), text(), text(), text())
-                try body(View(seq: seq, at: time, kind: kind, api: api, texts: texts))
+                try body(View(range: start..<at, seq: seq, at: time, kind: kind, api: api, texts: texts))
             }
         }
     }
 
-    /// The events themselves (tests, and the first/last seq).
-    var events: [JournalEvent] {
+    /// The events of an entry's blob, with the message id and token its row holds.
+    static func events(in bytes: [UInt8], messageID: String, token: String?) -> [JournalEvent] {
         var all: [JournalEvent] = []
-        forEach { all.append($0.event) }
+        bytes.withUnsafeBufferPointer {
+            parse($0) { view in
+                var e = view.event
+                e.messageID = messageID
+                e.token = token
+                all.append(e)
+            }
+        }
         return all
     }
 }

@@ -234,6 +234,12 @@ public final class MessageJournal: Sendable {
     // MARK: the writer
 
     private func run() {
+        // The journal yields to the traffic it records: on a machine with no core to spare, the
+        // event loops come first and the writer catches up in the pauses (it batches anyway).
+        #if os(Linux)
+        // On Linux the nice value is the thread's: `who` 0 is the calling thread alone.
+        setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 5)
+        #endif
         var lastPrune: Int64 = 0
         while true {
             var (batch, stopping) = state.withLock { s -> (EncodedEvents, Bool) in
