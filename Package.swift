@@ -198,6 +198,12 @@ let package = Package(
             .product(name: "X509", package: "swift-certificates"),
             .product(name: "SwiftASN1", package: "swift-asn1"),
         ]),
+        .testTarget(name: "MessageJournalTests", dependencies: ["MessageJournal", "PushDomain"]),
+        .testTarget(name: "DashboardTests", dependencies: [
+            "Dashboard",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdTesting", package: "hummingbird"),
+        ]),
         .testTarget(name: "HTTPAPITests", dependencies: [
             "HTTPAPI", "CCSEngine", "CCSStore", "CCSProtocol", "FaultInjection",
             .product(name: "Hummingbird", package: "hummingbird"),
