@@ -27,7 +27,7 @@ import Testing
             let router = Router()
             AdminAPI(engine: engine, info: {
                 EmulatorInfo(ccsPort: 1, devicePort: 2, httpPort: 3, caCertPath: "/ca.pem", caCertPEM: "PEM", dataDir: "/d")
-            }).addRoutes(to: router)
+            }, metricsText: { "# TYPE ccs_emulator_x counter\nccs_emulator_x 1\n" }).addRoutes(to: router)
             try await Application(router: router).test(.router, body)
         }
     }
@@ -69,11 +69,31 @@ import Testing
         }
     }
 
-    @Test func theRootPointsToTheInfoRoute() async throws {
+    @Test func metricsAreServedInPrometheusTextFormat() async throws {
         try await Fixture().test { client in
-            let response = try await client.execute(uri: "/", method: .get)
+            let response = try await client.execute(uri: "/metrics", method: .get)
             #expect(response.status == .ok)
-            #expect(try Self.json(response)["info"] == .string("/emulator/v1/info"))
+            #expect(response.headers[.contentType] == "text/plain; version=0.0.4; charset=utf-8")
+            #expect(String(buffer: response.body) == "# TYPE ccs_emulator_x counter\nccs_emulator_x 1\n")
+            // The page at `/` is the dashboard's (its own target), not the admin API's.
+            #expect(try await client.execute(uri: "/", method: .get).status == .notFound)
+        }
+    }
+
+    @Test func journalRoutesSayTheJournalIsOffAndResetChecksTheSender() async throws {
+        try await Fixture().test { client in
+            for uri in ["/emulator/v1/messages", "/emulator/v1/messages/x", "/emulator/v1/events"] {
+                let response = try await client.execute(uri: uri, method: .get)
+                #expect(response.status == .notFound)
+                #expect(try Self.json(response)["error"]?["message"]?.stringValue?.contains("journal is off") == true)
+            }
+            for body in [#"{"sender":"abc"}"#, #"{"sender":[1]}"#, "[1]", "nope"] {
+                #expect(try await Self.post(client, "/emulator/v1/reset", body).status == .badRequest, "\(body)")
+            }
+            let one = try await Self.post(client, "/emulator/v1/reset?sender=123")
+            #expect(one.status == .ok)
+            let answer = try Self.json(one)
+            #expect(answer == ["devices_removed": 0, "sender": "123"])
         }
     }
 
