@@ -203,10 +203,7 @@ public final class Emulator: Sendable {
                                                        ackTimeoutMillis: config.ackTimeoutMillis,
                                                        maxConnectionsPerSender: config.maxConnectionsPerSender)
         engineConfiguration.auditEnabled = config.audit
-        let journal = config.journal
-            ? try MessageJournal(path: dataDir + "/journal.sqlite", retention: config.journalRetention,
-                                 logger: { [logger] in logger.error("journal: \($0)") })
-            : nil
+        let journal = config.journal ? try openJournal(path: dataDir + "/journal.sqlite", config: config, logger: logger) : nil
         let prometheus = PrometheusMetrics()
         let engine = try Engine(committer: committer, clock: clock, configuration: engineConfiguration, journal: journal,
                                 metrics: prometheus.engineMetrics, logger: logger)
@@ -383,6 +380,27 @@ public final class Emulator: Sendable {
             await committer.shutdown()
             journal?.shutdown()
             throw error
+        }
+    }
+
+    /// The journal, or, when its file cannot be read (a power cut with `synchronous = OFF` can do that),
+    /// a new one, with the old file kept aside: a lost record must not stop the emulator.
+    static func openJournal(path: String, config: EmulatorConfiguration, logger: Logger) throws -> MessageJournal {
+        let open = {
+            try MessageJournal(path: path, retention: config.journalRetention,
+                               logger: { [logger] in logger.error("journal: \($0)") })
+        }
+        do {
+            return try open()
+        } catch {
+            let aside = path + ".unreadable-\(Int(Date().timeIntervalSince1970))"
+            logger.error("the message journal \(path) could not be opened (\(error)); starting a new one, the old one is kept as \(aside)")
+            let fm = FileManager.default
+            try fm.moveItem(atPath: path, toPath: aside)
+            for suffix in ["-wal", "-shm"] where fm.fileExists(atPath: path + suffix) {
+                try? fm.moveItem(atPath: path + suffix, toPath: aside + suffix)
+            }
+            return try open()
         }
     }
 

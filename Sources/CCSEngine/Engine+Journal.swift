@@ -112,6 +112,19 @@ extension Engine {
         let clock = self.clock
         // Weak: the store outlives nothing of the engine's, and must not keep it alive.
         committer.store.observeRemovals { [weak self] removals in
+            guard let self else { return }
+            // Called after the commit, before its completions: a message dropped on arrival must not
+            // read `stored`; every removal is journaled after the completions (`afterEachBatch`).
+            for r in removals where r.onArrival { droppedOnArrival.withLock { _ = $0.insert(r.deviceMessageID) } }
+            removalsToJournal.withLock { $0 += removals }
+        }
+        committer.afterEachBatch { [weak self] in
+            guard let self else { return }
+            let removals = removalsToJournal.withLock { r -> [QueueRemoval] in
+                defer { r.removeAll() }
+                return r
+            }
+            if removals.isEmpty { return }
             let now = clock.nowMillis()
             for r in removals {
                 let kind: JournalEventKind
@@ -120,8 +133,6 @@ extension Engine {
                 case .discarded: kind = .discarded
                 case .expired: kind = .expired
                 }
-                // Called before the commit's completions run: the engine's `stored` for it is skipped.
-                if r.onArrival { self?.droppedOnArrival.withLock { _ = $0.insert(r.deviceMessageID) } }
                 journal.record(JournalEvent(at: now, kind: kind, messageID: r.deviceMessageID, sender: r.senderID, token: r.token,
                                             detail: r.onArrival ? "dropped on arrival: the device already holds the most messages" : nil))
             }

@@ -188,6 +188,9 @@ public final class Engine: Sendable {
     let state: Mutex<State>
     /// Messages the store dropped as they arrived (the 100-message limit): their commit is no `stored`.
     let droppedOnArrival = Mutex<Set<String>>([])
+    /// Removals of a transaction, journaled after its completions: a message written and dropped in
+    /// one transaction then reads `stored`, `accepted`, `discarded`, in that order.
+    let removalsToJournal = Mutex<[QueueRemoval]>([])
 
     public init(committer: GroupCommitter, clock: any EngineClock, configuration: Configuration,
                 journal: MessageJournal? = nil, metrics: EngineMetrics? = nil,

@@ -55,6 +55,14 @@ public final class GroupCommitter: Sendable {
     public func observeBatches(_ observer: (@Sendable (_ ops: Int, _ nanoseconds: UInt64) -> Void)?) {
         batchObserver.withLock { $0 = observer }
     }
+
+    /// Runs after each transaction's completions (on the writer thread): what its observers noted
+    /// during the transaction can be reported after what the completions reported.
+    private let afterCompletions = Mutex<(@Sendable () -> Void)?>(nil)
+
+    public func afterEachBatch(_ body: (@Sendable () -> Void)?) {
+        afterCompletions.withLock { $0 = body }
+    }
     private let wake = DispatchSemaphore(value: 0)
 
     /// Where the writer reports a failed batch (the engine's logger; stderr by default).
@@ -179,6 +187,7 @@ public final class GroupCommitter: Sendable {
             }
             ticketed = 0; calledOff = 0
             for (c, failure) in zip(completions, failures) { c?(failure) }
+            if transactions == 1, let after = afterCompletions.withLock({ $0 }) { after() }
             batch.removeAll(keepingCapacity: true)
             completions.removeAll(keepingCapacity: true)
             opCounts.removeAll(keepingCapacity: true)

@@ -240,7 +240,7 @@ public final class MessageJournal: Sendable {
         // On Linux the nice value is the thread's: `who` 0 is the calling thread alone.
         setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 5)
         #endif
-        var lastPrune: Int64 = 0
+        var lastPrune: Int64 = -1000
         while true {
             var (batch, stopping) = state.withLock { s -> (EncodedEvents, Bool) in
                 var batch = s.spare ?? EncodedEvents()
@@ -277,8 +277,10 @@ public final class MessageJournal: Sendable {
                 }
                 for r in ready { r.resume() }
             }
-            if now - lastPrune >= 1000 || stopping {
-                lastPrune = now
+            // Once a second by the monotonic clock (the wall clock can be moved: tests move theirs).
+            let uptimeMillis = Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000)
+            if uptimeMillis - lastPrune >= 1000 || stopping {
+                lastPrune = uptimeMillis
                 do {
                     let removed = try database.prune(keeping: retention.maxEvents, olderThan: now - retention.maxAgeMillis)
                     if removed > 0 { state.withLock { $0.pruned += Int64(removed) } }
