@@ -17,10 +17,14 @@ extension AdminAPI {
         }
         v1.get("messages/:id") { _, context in
             let journal = try self.requireJournal()
-            // FCM's ids hold a `%`: a client sends it as `%25`.
+            // FCM's ids hold a `%` followed by hex digits: a client may send it as it is or as `%25`.
+            // The id is looked up as written first, then percent-decoded (as the tray's tap route does).
             let raw = try context.parameters.require("id")
-            let id = raw.removingPercentEncoding ?? raw
-            let events = try await Self.readingJournal { try await journal.events(messageID: id) }
+            var events = try await Self.readingJournal { try await journal.events(messageID: raw) }
+            if events.isEmpty, let decoded = raw.removingPercentEncoding, decoded != raw {
+                events = try await Self.readingJournal { try await journal.events(messageID: decoded) }
+            }
+            let id = raw
             // Found by the client's id, the events may be of several messages (a retry reuses the id):
             // the newest one that is not a fault names the answer.
             guard let last = events.last(where: { $0.kind != .faultApplied }) ?? events.last else {

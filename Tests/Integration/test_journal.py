@@ -224,3 +224,40 @@ def test_an_unreadable_journal_is_set_aside_and_a_new_one_started(start_server, 
     kept = [p.name for p in (base / "data").iterdir() if p.name.startswith("journal.sqlite.unreadable-")]
     assert kept, list((base / "data").iterdir())
     assert "could not be opened" in srv.stderr_path.read_text()
+
+
+def test_http_v1_and_apns_entry_points(server, devices, tmp_path):
+    """The two entry points the other tests do not use: HTTP v1 (with OAuth2) and the APNs gateway."""
+    import json as _json
+    from ccs_support.apns import connect, frame, issue_cert, payload
+    from ccs_support.fcm_http import access_token, credentials_file, raw
+
+    base = server.http_base
+    sender = new_sender_id()
+    creds = tmp_path / "sa.json"
+    credentials_file(server, sender, creds)
+    token = register_device(base, APP, [sender])["token"]
+    bearer = {"Content-Type": "application/json", "Authorization": f"Bearer {access_token(creds)}"}
+    url = f"{base}/v1/projects/{sender}/messages:send"
+    status, _, text = raw("POST", url, _json.dumps({"message": {"token": token, "data": {"a": "b"}}}), bearer)
+    assert status == 200, text
+    mid = _json.loads(text)["name"].rsplit("/", 1)[1]
+    events = journal_message(base, mid)["events"]
+    assert [(e["kind"], e.get("api")) for e in events] == [("stored", None), ("accepted", "v1")], events
+    status, _, text = raw("POST", url, _json.dumps({"message": {"token": f"gone-{sender}", "data": {"a": "b"}}}), bearer)
+    assert status in (400, 404), text
+    [refused] = messages(base, token=f"gone-{sender}")
+    detail = journal_message(base, refused["message_id"])["events"][0]["detail"]
+    assert refused["api"] == "v1" and detail.startswith(f"HTTP {status} "), (refused, detail)
+
+    bundle = "com.example.journal.ios"
+    cert = issue_cert(server.data_dir, bundle, tmp_path / "apns")
+    dev = devices(server, bundle, [], platform="ios", apns=True)
+    apns_token = dev.expect("registered")["apns_token"]
+    dev.expect("connected")
+    with connect(int(server.ready["apns_port"]), cert["combined"]) as sock:
+        sock.sendall(frame(bytes.fromhex(apns_token), payload("Hi"), 77, 4_000_000_000))
+        dev.expect("apns")
+    got = wait_kinds(base, "77", {"accepted", "handed_over", "device_acked"})
+    accepted = next(e for e in journal_message(base, "77")["events"] if e["kind"] == "accepted")
+    assert accepted["api"] == "apns" and accepted["client_message_id"] == "77" and accepted["sender"] == bundle, got
