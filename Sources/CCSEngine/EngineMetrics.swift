@@ -45,36 +45,34 @@ public final class EngineMetrics: Sendable {
 
     /// One answer to a send request (one per token of a multicast).
     public func answered(api: SendAPI, outcome: Outcome, code: String = "") {
-        let key = Key(api: api, outcome: outcome, code: code)
-        let counter = messages.withLock { cache in
-            if let c = cache[key] { return c }
-            let c = Counter(label: "ccs_emulator_messages_total",
-                            dimensions: [("api", api.rawValue), ("outcome", outcome.rawValue), ("code", code)],
-                            factory: factory)
-            cache[key] = c
-            return c
-        }
-        counter.increment()
+        Self.cached(messages, Key(api: api, outcome: outcome, code: code)) {
+            Counter(label: "ccs_emulator_messages_total",
+                    dimensions: [("api", api.rawValue), ("outcome", outcome.rawValue), ("code", code)], factory: factory)
+        }.increment()
     }
 
     /// From a send request's arrival at the engine to its answer.
     func sendTook(api: SendAPI, nanoseconds: Int64) {
-        let timer = sendDuration.withLock { cache in
-            if let t = cache[api] { return t }
-            let t = Timer(label: "ccs_emulator_send_duration_seconds", dimensions: [("api", api.rawValue)], factory: factory)
-            cache[api] = t
-            return t
-        }
-        timer.recordNanoseconds(nanoseconds)
+        Self.cached(sendDuration, api) {
+            Timer(label: "ccs_emulator_send_duration_seconds", dimensions: [("api", api.rawValue)], factory: factory)
+        }.recordNanoseconds(nanoseconds)
     }
 
     func delivered(_ count: Int, platform: Platform) {
-        let counter = deliveries.withLock { cache in
-            if let c = cache[platform] { return c }
-            let c = Counter(label: "ccs_emulator_deliveries_total", dimensions: [("platform", platform.rawValue)], factory: factory)
-            cache[platform] = c
-            return c
+        Self.cached(deliveries, platform) {
+            Counter(label: "ccs_emulator_deliveries_total", dimensions: [("platform", platform.rawValue)], factory: factory)
+        }.increment(by: count)
+    }
+
+    /// A metric with labels, made once: asking the factory for it each time would take its lock and
+    /// look the name up in its registry on every message.
+    private static func cached<K: Hashable & Sendable, M: Sendable>(_ cache: borrowing Mutex<[K: M]>, _ key: K,
+                                                                    _ make: () -> M) -> M {
+        cache.withLock { cache in
+            if let m = cache[key] { return m }
+            let m = make()
+            cache[key] = m
+            return m
         }
-        counter.increment(by: count)
     }
 }

@@ -24,11 +24,10 @@ extension AdminAPI {
             if events.isEmpty, let decoded = raw.removingPercentEncoding, decoded != raw {
                 events = try await Self.readingJournal { try await journal.events(messageID: decoded) }
             }
-            let id = raw
             // Found by the client's id, the events may be of several messages (a retry reuses the id):
             // the newest one that is not a fault names the answer.
             guard let last = events.last(where: { $0.kind != .faultApplied }) ?? events.last else {
-                throw APIError.notFound("the journal has no message \(id)")
+                throw APIError.notFound("the journal has no message \(raw)")
             }
             return JSONResponse.make(.object([
                 "message_id": .string(last.messageID),

@@ -5,8 +5,8 @@ import PushDomain
 /// Why bytes and not `[JournalEvent]`: an event's strings (its message id and token) are shared
 /// with the engine's own copies, so keeping the events kept those buffers alive until the writer
 /// thread dropped them. Freeing memory that another thread allocated takes that thread's malloc
-/// arena lock, and at tens of thousands of events a second that contention cost the event loop a
-/// quarter of its throughput (measured: docs/benchmarks.md, "Journal"). Copied into a buffer that
+/// arena lock, and at tens of thousands of events a second that contention showed in the event
+/// loop's profile (docs/admin-api.md#message-journal has the journal's cost). Copied into a buffer that
 /// the journal reuses, the strings are released where they were made, and the writer binds the
 /// bytes straight from the buffer.
 struct EncodedEvents {
@@ -28,10 +28,7 @@ struct EncodedEvents {
     private static let absent = UInt32.max
 
     mutating func append(_ e: JournalEvent) {
-        appendInt(e.seq)
-        appendInt(e.at)
-        bytes.append(UInt8(Self.kinds.firstIndex(of: e.kind)!))
-        bytes.append(e.api.map { UInt8(Self.apis.firstIndex(of: $0)! + 1) } ?? 0)
+        Self.appendHeader(seq: e.seq, at: e.at, kind: e.kind, api: e.api, to: &bytes)
         // Field by field, not through an array of them: that array was an allocation per event.
         appendText(e.messageID)
         appendText(e.sender)
@@ -45,45 +42,47 @@ struct EncodedEvents {
 
     private mutating func appendText(_ text: String?) {
         guard var text else {
-            appendLength(Self.absent)
+            Self.appendLength(Self.absent, to: &bytes)
             return
         }
-        text.withUTF8 { utf8 in
-            appendLength(UInt32(utf8.count))
-            bytes.append(contentsOf: utf8)
-        }
+        text.withUTF8 { utf8 in Self.appendText(utf8, to: &bytes) }
     }
 
     /// The event's bytes without its message id and token, into `out`: an entry's blob, whose row
     /// holds those two once (`View.event(messageID:token:)` puts them back).
     static func appendStripped(_ e: View, to out: inout [UInt8]) {
-        withUnsafeBytes(of: e.seq.littleEndian) { out.append(contentsOf: $0) }
-        withUnsafeBytes(of: e.at.littleEndian) { out.append(contentsOf: $0) }
-        out.append(UInt8(kinds.firstIndex(of: e.kind)!))
-        out.append(e.api.map { UInt8(apis.firstIndex(of: $0)! + 1) } ?? 0)
+        appendHeader(seq: e.seq, at: e.at, kind: e.kind, api: e.api, to: &out)
         for i in 0..<7 {
             guard i != 0, i != 2, let text = View.text(at: i, of: e.texts) else {
-                withUnsafeBytes(of: absent.littleEndian) { out.append(contentsOf: $0) }
+                appendLength(absent, to: &out)
                 continue
             }
-            withUnsafeBytes(of: UInt32(text.count).littleEndian) { out.append(contentsOf: $0) }
-            out.append(contentsOf: text)
+            appendText(text, to: &out)
         }
     }
 
-    private mutating func appendInt(_ v: Int64) {
-        withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) }
+    // The format: seq and time (8 bytes each, little-endian), the kind's and the API's numbers (a
+    // byte each; API 0 is none), then seven texts, each a 4-byte length (all ones: none) and its bytes.
+
+    private static func appendHeader(seq: Int64, at: Int64, kind: JournalEventKind, api: SendAPI?, to out: inout [UInt8]) {
+        withUnsafeBytes(of: seq.littleEndian) { out.append(contentsOf: $0) }
+        withUnsafeBytes(of: at.littleEndian) { out.append(contentsOf: $0) }
+        out.append(UInt8(kinds.firstIndex(of: kind)!))
+        out.append(api.map { UInt8(apis.firstIndex(of: $0)! + 1) } ?? 0)
     }
 
-    private mutating func appendLength(_ v: UInt32) {
-        withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) }
+    private static func appendText(_ text: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        appendLength(UInt32(text.count), to: &out)
+        out.append(contentsOf: text)
+    }
+
+    private static func appendLength(_ v: UInt32, to out: inout [UInt8]) {
+        withUnsafeBytes(of: v.littleEndian) { out.append(contentsOf: $0) }
     }
 
     /// One event as the writer reads it: numbers, and each text as bytes inside the buffer (valid
-    /// only during `forEach`'s call).
+    /// only during `parse`'s call).
     struct View {
-        /// Where the event's bytes are in the buffer (an entry's blob is its events' bytes).
-        var range: Range<Int>
         var seq: Int64
         var at: Int64
         var kind: JournalEventKind
@@ -119,10 +118,6 @@ struct EncodedEvents {
         }
     }
 
-    func forEach(_ body: (View) throws -> Void) rethrows {
-        try bytes.withUnsafeBufferPointer { try Self.parse($0, body) }
-    }
-
     /// Reads events from bytes in this format (a batch, or an entry's blob read back).
     static func parse(_ buffer: UnsafeBufferPointer<UInt8>, _ body: (View) throws -> Void) rethrows {
         do {
@@ -146,13 +141,12 @@ struct EncodedEvents {
                 return UnsafeBufferPointer(rebasing: buffer[at..<at + Int(n)])
             }
             while at < buffer.count {
-                let start = at
                 let seq = int(), time = int()
                 let kind = Self.kinds[Int(buffer[at])]
                 let api = buffer[at + 1] == 0 ? nil : Self.apis[Int(buffer[at + 1]) - 1]
                 at += 2
                 let texts = (text(), text(), text(), text(), text(), text(), text())
-                try body(View(range: start..<at, seq: seq, at: time, kind: kind, api: api, texts: texts))
+                try body(View(seq: seq, at: time, kind: kind, api: api, texts: texts))
             }
         }
     }

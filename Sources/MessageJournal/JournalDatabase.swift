@@ -22,75 +22,18 @@ struct JournalDatabase: Sendable {
         }
         pool = try DatabasePool(path: path, configuration: config)
         var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1: journal") { db in
+        // One row per message and device per batch (handed over, confirmed and answered usually land
+        // in the same batch); the row holds what queries filter on, and its `events` are the events'
+        // bytes in `EncodedEvents`' format without the message id and token the row holds once.
+        // A token is stored once (`journal_token`); when a batch was written is kept per batch
+        // (`journal_batch`, for pruning by age). The only index is the message id's: per-event
+        // indexes on the token and the time cost the writer more than anything else it did.
+        // (A journal file from before this layout fails this migration and is set aside:
+        // `Emulator.openJournal`.)
+        migrator.registerMigration("v1: entries") { db in
             try db.execute(sql: """
-                CREATE TABLE journal_event (
-                  seq INTEGER PRIMARY KEY,
-                  at INTEGER NOT NULL,
-                  recorded_at INTEGER NOT NULL,
-                  kind TEXT NOT NULL,
-                  message_id TEXT NOT NULL,
-                  sender TEXT,
-                  token TEXT,
-                  topic TEXT,
-                  api TEXT,
-                  connection TEXT,
-                  client_message_id TEXT,
-                  detail TEXT
-                );
-                CREATE INDEX journal_event_by_message ON journal_event(message_id);
-                CREATE INDEX journal_event_by_token ON journal_event(token) WHERE token IS NOT NULL;
-                CREATE INDEX journal_event_by_sender ON journal_event(sender) WHERE sender IS NOT NULL;
-                CREATE INDEX journal_event_by_recorded_at ON journal_event(recorded_at);
-                """)
-        }
-        migrator.registerMigration("v2: only the indexes the writer can afford") { db in
-            // Measured (docs/benchmarks.md, "Journal"): the token index, a random insert of a
-            // ~150-byte key per event, cost more than the rest of the journal together. Queries by
-            // token or sender scan the retained events instead (a few hundred thousand rows at most).
-            try db.execute(sql: """
-                DROP INDEX journal_event_by_token;
-                DROP INDEX journal_event_by_sender;
-                """)
-        }
-        migrator.registerMigration("v3: token ids and batches") { db in
-            // What a row costs decides what the journal costs (docs/benchmarks.md, "Journal"): the
-            // ~150-byte token is stored once (`journal_token`) and an event holds its number; the
-            // time a batch was written is kept once per batch (`journal_batch`, for pruning by age),
-            // not per event with an index. The journal is a record, not state: older events go.
-            try db.execute(sql: """
-                DROP TABLE journal_event;
                 CREATE TABLE journal_token (id INTEGER PRIMARY KEY, token TEXT NOT NULL UNIQUE);
                 CREATE TABLE journal_batch (first_seq INTEGER PRIMARY KEY, recorded_at INTEGER NOT NULL);
-                CREATE TABLE journal_event (
-                  seq INTEGER PRIMARY KEY,
-                  at INTEGER NOT NULL,
-                  kind TEXT NOT NULL,
-                  message_id TEXT NOT NULL,
-                  sender TEXT,
-                  token_id INTEGER,
-                  topic TEXT,
-                  api TEXT,
-                  connection TEXT,
-                  client_message_id TEXT,
-                  detail TEXT
-                );
-                CREATE INDEX journal_event_by_message ON journal_event(message_id);
-                CREATE VIEW journal_event_view AS
-                  SELECT e.seq, e.at, e.kind, e.message_id, e.sender, t.token, e.topic, e.api, e.connection,
-                    e.client_message_id, e.detail
-                  FROM journal_event e LEFT JOIN journal_token t ON t.id = e.token_id;
-                """)
-        }
-        migrator.registerMigration("v4: an entry per message and device per batch") { db in
-            // Three to four events of one message for one device usually land in the same batch
-            // (handed over, confirmed, answered): one row for them instead of one each took the
-            // writer's cost from ~16 % to the figure in docs/admin-api.md. The row keeps what queries
-            // filter on; its `events` are the events' bytes in `EncodedEvents`' format.
-            try db.execute(sql: """
-                DROP VIEW journal_event_view;
-                DROP TABLE journal_event;
-                DELETE FROM journal_batch;
                 CREATE TABLE journal_entry (
                   seq INTEGER PRIMARY KEY,
                   last_seq INTEGER NOT NULL,
@@ -245,7 +188,7 @@ struct JournalDatabase: Sendable {
         return id
     }
 
-    /// SQLite copies the text (SQLITE_TRANSIENT): the Swift string's buffer lives only for the call.
+    /// SQLite copies the bytes (SQLITE_TRANSIENT): an entry's blob is lent to it only for the call.
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     /// Bound without a copy (a nil destructor is SQLITE_STATIC): the bytes are the batch's, which

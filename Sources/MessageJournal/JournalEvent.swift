@@ -37,7 +37,7 @@ public enum JournalEventKind: String, Sendable, CaseIterable {
 
 /// One event of the journal. `messageID` names the message: the id FCM gives it (`0:…%…`, also the
 /// id a v1 `name` and a legacy `message_id` carry), or for a message refused before it got one an id
-/// the journal makes (`refused:…`).
+/// the journal makes (`local:…`).
 public struct JournalEvent: Sendable, Equatable {
     /// Order of recording; assigned by the journal.
     public var seq: Int64

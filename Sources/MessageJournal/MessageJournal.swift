@@ -132,11 +132,6 @@ public final class MessageJournal: Sendable {
         if signal { wake.signal() }
     }
 
-    /// Records several events in their order.
-    public func record(_ events: [JournalEvent]) {
-        for e in events { record(e) }
-    }
-
     /// An id for a message refused or not stored, which FCM gives no id (`local:` and a number
     /// unique in this journal).
     public func makeMessageID() -> String {
