@@ -35,27 +35,32 @@ let package = Package(
         .systemLibrary(name: "CExpat", path: "Sources/CExpat", pkgConfig: "expat",
                        providers: [.apt(["libexpat1-dev"])]),
         .target(name: "XMLStreaming", dependencies: ["CExpat"]),
+        .target(name: "Locking"),
         .target(name: "PushDomain"),
         .target(name: "PlatformRendering", dependencies: ["PushDomain"]),
         .target(name: "CCSProtocol", dependencies: ["PushDomain"]),
         .target(name: "CCSStore", dependencies: [
+            "Locking",
             "PushDomain",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
-        .target(name: "FaultInjection", dependencies: ["CCSProtocol"]),
+        .target(name: "FaultInjection", dependencies: ["Locking", "CCSProtocol"]),
         .target(name: "MessageJournal", dependencies: [
+            "Locking",
             "PushDomain",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "GRDBSQLite", package: "GRDB.swift"),
         ]),
-        .target(name: "AppServerAudit", dependencies: ["PushDomain"]),
+        .target(name: "AppServerAudit", dependencies: ["Locking", "PushDomain"]),
         .target(name: "CCSEngine", dependencies: [
+            "Locking",
             "PushDomain", "CCSProtocol", "CCSStore", "PlatformRendering", "FaultInjection", "AppServerAudit", "MessageJournal",
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "XMPPServer", dependencies: [
+            "Locking",
             "XMLStreaming", "CCSProtocol", "CCSEngine", "CCSStore", "FaultInjection", "AppServerAudit",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
@@ -63,6 +68,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "APNsGateway", dependencies: [
+            "Locking",
             "PushDomain", "CCSEngine", "CCSStore", "FaultInjection",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
@@ -84,12 +90,14 @@ let package = Package(
             .embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css"),
         ]),
         .target(name: "GoogleAuth", dependencies: [
+            "Locking",
             "PushDomain",
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "CryptoExtras", package: "swift-crypto"),
         ]),
         .target(name: "FCMHTTP", dependencies: [
+            "Locking",
             "PushDomain", "CCSProtocol", "CCSEngine", "GoogleAuth", "PlatformRendering", "FaultInjection", "AppServerAudit",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -110,6 +118,7 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         .target(name: "CCSEmulator", dependencies: [
+            "Locking",
             "XMPPServer", "APNsGateway", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "CCSStore", "CCSProtocol", "MessageJournal", "Dashboard",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
@@ -128,6 +137,7 @@ let package = Package(
             .product(name: "HTTPTypes", package: "swift-http-types"),
         ]),
         .target(name: "LoadGenerator", dependencies: [
+            "Locking",
             "CCSProtocol", "DeviceSimulator",
             .product(name: "Histogram", package: "hdrhistogram-swift"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -136,6 +146,7 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         .target(name: "ConformanceRunner", dependencies: [
+            "Locking",
             "CCSEmulator", "CCSEngine", "CCSStore", "DeviceSimulator", "AppServerAudit", "FaultInjection", "PushDomain",
             "APNsGateway",
             .product(name: "Logging", package: "swift-log"),
@@ -143,6 +154,7 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
         .executableTarget(name: "ccs-emulator", dependencies: [
+            "Locking",
             "CCSEmulator", "DeviceSimulator", "LoadGenerator", "ConformanceRunner", "CCSEngine", "CCSProtocol", "CCSStore", "XMPPServer", "MessageJournal",
             "GoogleAuth",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -175,8 +187,8 @@ let package = Package(
         .testTarget(name: "FaultInjectionTests", dependencies: ["FaultInjection", "CCSProtocol"]),
         .testTarget(name: "AppServerAuditTests", dependencies: ["AppServerAudit"]),
         .testTarget(name: "ConformanceRunnerTests", dependencies: ["ConformanceRunner", "AppServerAudit", "PushDomain"]),
-        .testTarget(name: "CCSStoreTests", dependencies: ["CCSStore", "PushDomain", .product(name: "GRDB", package: "GRDB.swift")]),
-        .testTarget(name: "CCSEngineTests", dependencies: ["CCSEngine", "CCSStore", "CCSProtocol"]),
+        .testTarget(name: "CCSStoreTests", dependencies: ["Locking", "CCSStore", "PushDomain", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "CCSEngineTests", dependencies: ["Locking", "CCSEngine", "CCSStore", "CCSProtocol"]),
         .testTarget(name: "LoadGeneratorTests", dependencies: [
             "LoadGenerator",
             .product(name: "NIOCore", package: "swift-nio"),
@@ -189,6 +201,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "DeviceSimulatorTests", dependencies: [
+            "Locking",
             "DeviceSimulator", "CCSProtocol",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),

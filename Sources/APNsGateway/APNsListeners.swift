@@ -1,13 +1,13 @@
 import CCSEngine
+import Locking
 import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
-import Synchronization
 
 /// The open gateway connections, so that a stopping server can tell each one (status 10).
 final class APNsConnections: Sendable {
-    private let channels = Mutex<[ObjectIdentifier: any Channel]>([:])
+    private let channels = Locked<[ObjectIdentifier: any Channel]>([:])
 
     func add(_ channel: any Channel) { channels.withLock { $0[ObjectIdentifier(channel)] = channel } }
     func remove(_ channel: any Channel) { channels.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(channel)) } }

@@ -1,5 +1,5 @@
+import Locking
 import PushDomain
-import Synchronization
 
 /// Records what app servers do and which client obligations they keep or break, per connection and
 /// per sender (docs/conformance.md, "The audit"). Front ends report events; `report` judges.
@@ -71,7 +71,7 @@ public final class Auditor: Sendable {
         var findingsDropped = 0
     }
 
-    let state = Mutex(State())
+    let state = Locked(State())
     let now: @Sendable () -> Int64
     public let limits: Limits
     /// Off (`serve --audit off`, for load tests): every event is ignored and the report is empty.

@@ -16,7 +16,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import ServiceLifecycle
-import Synchronization
+import Locking
 import XMPPServer
 
 #if canImport(Glibc)
@@ -286,7 +286,7 @@ public final class Emulator: Sendable {
                                             caCertPath: caPath, caCertPEM: caPEM, dataDir: dataDir)
             emulatorInfo.apnsPort = apns.gatewayPort
             emulatorInfo.apnsFeedbackPort = apns.feedbackPort
-            let ports = Mutex(emulatorInfo)
+            let ports = Locked(emulatorInfo)
             let router = Router()
             if let token = config.adminToken { router.add(middleware: AdminTokenMiddleware(token: token)) }
             AdminAPI(engine: engine, info: { ports.withLock { $0 } }, connectionStatistics: {

@@ -1,6 +1,6 @@
 import CCSProtocol
 import DequeModule
-import Synchronization
+import Locking
 
 /// What the APNs gateway did, for the admin API: every notification it accepted or rejected (with the
 /// status it answered) and every one a device confirmed. Kept in memory only, the newest
@@ -53,11 +53,11 @@ public final class APNsActivity: Sendable {
     public let capacity: Int
     /// A deque: dropping the oldest of a full window is O(1) (an array's removeFirst moved all 10,000
     /// entries on every notification once the window was full).
-    private let state: Mutex<(entries: Deque<Entry>, next: Int64, counts: [Event: Int64])>
+    private let state: Locked<(entries: Deque<Entry>, next: Int64, counts: [Event: Int64])>
 
     public init(capacity: Int = 10_000) {
         self.capacity = max(1, capacity)
-        state = Mutex(([], 1, [:]))
+        state = Locked(([], 1, [:]))
     }
 
     public func record(_ entry: Entry) {

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// The one source of time for the engine. Domain code never calls `Date()`.
 public protocol EngineClock: Sendable {
@@ -17,10 +17,10 @@ public struct WallClock: EngineClock {
 
 /// A clock that moves only when told to, so that a test of a 4-week TTL runs in milliseconds.
 public final class VirtualClock: EngineClock {
-    private let micros: Mutex<Int64>
+    private let micros: Locked<Int64>
 
     public init(startMillis: Int64) {
-        micros = Mutex(startMillis * 1000)
+        micros = Locked(startMillis * 1000)
     }
 
     public func nowMillis() -> Int64 { micros.withLock { $0 / 1000 } }

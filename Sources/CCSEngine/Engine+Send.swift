@@ -2,7 +2,7 @@ import CCSProtocol
 import FaultInjection
 import CCSStore
 import PlatformRendering
-import Synchronization
+import Locking
 
 /// Downstream messages: the one entry every front end calls, the checks, and hand-over or storage.
 extension Engine {
@@ -184,11 +184,11 @@ extension Engine {
 
 /// Results for a multicast, handed over in the request's order once every token has its answer.
 final class ResultsInOrder: Sendable {
-    private let state: Mutex<(results: [SendResult?], missing: Int)>
+    private let state: Locked<(results: [SendResult?], missing: Int)>
     private let completion: @Sendable ([SendResult]) -> Void
 
     init(count: Int, completion: @escaping @Sendable ([SendResult]) -> Void) {
-        state = Mutex((Array(repeating: nil, count: count), count))
+        state = Locked((Array(repeating: nil, count: count), count))
         self.completion = completion
         if count == 0 { completion([]) }
     }

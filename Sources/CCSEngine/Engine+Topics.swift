@@ -1,7 +1,7 @@
 import CCSProtocol
 import CCSStore
+import Locking
 import MessageJournal
-import Synchronization
 
 /// Why one token's subscription change was refused; the Instance ID and v1 registration APIs
 /// answer each in their own words (docs/http-api.md).
@@ -53,7 +53,7 @@ extension Engine {
     /// a success (what the v1 registrations API's `allow_missing=true` and Instance ID do).
     public func unsubscribe(_ changes: [TopicSubscriptionChange], from topic: String,
                             allowMissing: Bool = true) async -> [Result<Void, TopicSubscriptionError>] {
-        let dates = Mutex<[String: Int64]>([:])
+        let dates = Locked<[String: Int64]>([:])
         return await changeSubscriptions(changes) { s, change in
             guard let at = s.topics.topics(token: change.token, senderID: change.senderID)[topic] else {
                 return allowMissing ? .success(nil) : .failure(.notSubscribed)

@@ -3,9 +3,9 @@ import CCSProtocol
 import CCSStore
 import DequeModule
 import FaultInjection
+import Locking
 import Logging
 import MessageJournal
-import Synchronization
 
 public enum AuthMode: String, Sendable, CaseIterable {
     /// Any all-digits sender ID with any non-empty key is accepted and provisioned.
@@ -185,12 +185,12 @@ public final class Engine: Sendable {
     public let metrics: EngineMetrics?
     public var store: any Persistence { committer.store }
     let logger: Logger
-    let state: Mutex<State>
+    let state: Locked<State>
     /// Messages the store dropped as they arrived (the 100-message limit): their commit is no `stored`.
-    let droppedOnArrival = Mutex<Set<String>>([])
+    let droppedOnArrival = Locked<Set<String>>([])
     /// Removals of a transaction, journaled after its completions: a message written and dropped in
     /// one transaction then reads `stored`, `accepted`, `discarded`, in that order.
-    let removalsToJournal = Mutex<[QueueRemoval]>([])
+    let removalsToJournal = Locked<[QueueRemoval]>([])
 
     public init(committer: GroupCommitter, clock: any EngineClock, configuration: Configuration,
                 journal: MessageJournal? = nil, metrics: EngineMetrics? = nil,
@@ -236,7 +236,7 @@ public final class Engine: Sendable {
                 s.upstreamIDs[UpstreamHolder(sender: record.senderID, token: record.token), default: []].insert(record.messageID)
             }
         }
-        state = Mutex(s)
+        state = Locked(s)
         connectJournal()
         if let metrics {
             committer.observeBatches { ops, nanoseconds in

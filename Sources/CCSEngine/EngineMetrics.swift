@@ -1,6 +1,6 @@
 import CoreMetrics
+import Locking
 import PushDomain
-import Synchronization
 
 /// What the engine counts, through swift-metrics with the factory the emulator chose (Prometheus
 /// behind `/metrics`, docs/admin-api.md#metrics). No global bootstrap: several emulators may run in
@@ -20,9 +20,9 @@ public final class EngineMetrics: Sendable {
     }
 
     private let factory: any MetricsFactory
-    private let messages = Mutex<[Key: Counter]>([:])
-    private let sendDuration = Mutex<[SendAPI: Timer]>([:])
-    private let deliveries = Mutex<[Platform: Counter]>([:])
+    private let messages = Locked<[Key: Counter]>([:])
+    private let sendDuration = Locked<[SendAPI: Timer]>([:])
+    private let deliveries = Locked<[Platform: Counter]>([:])
     let deviceAcks: Counter
     let fanOuts: Counter
     let fanOutDevices: Counter
@@ -66,7 +66,7 @@ public final class EngineMetrics: Sendable {
 
     /// A metric with labels, made once: asking the factory for it each time would take its lock and
     /// look the name up in its registry on every message.
-    private static func cached<K: Hashable & Sendable, M: Sendable>(_ cache: borrowing Mutex<[K: M]>, _ key: K,
+    private static func cached<K: Hashable & Sendable, M: Sendable>(_ cache: borrowing Locked<[K: M]>, _ key: K,
                                                                     _ make: () -> M) -> M {
         cache.withLock { cache in
             if let m = cache[key] { return m }

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import Synchronization
 
 /// Batches writes into few transactions, so that durability does not cost throughput.
@@ -48,9 +49,9 @@ public final class GroupCommitter: Sendable {
     /// How long a cancellable (ticketed) write waits before it is written, so that it can still be
     /// called off. Writes behind it wait too (order is kept). Zero: written as soon as the writer is free.
     public let cancellableDelayNanos: UInt64
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Told of every transaction: its ops and how long it took to commit (ns); for `/metrics`.
-    private let batchObserver = Mutex<(@Sendable (_ ops: Int, _ nanoseconds: UInt64) -> Void)?>(nil)
+    private let batchObserver = Locked<(@Sendable (_ ops: Int, _ nanoseconds: UInt64) -> Void)?>(nil)
 
     public func observeBatches(_ observer: (@Sendable (_ ops: Int, _ nanoseconds: UInt64) -> Void)?) {
         batchObserver.withLock { $0 = observer }
@@ -58,7 +59,7 @@ public final class GroupCommitter: Sendable {
 
     /// Runs after each transaction's completions (on the writer thread): what its observers noted
     /// during the transaction can be reported after what the completions reported.
-    private let afterCompletions = Mutex<(@Sendable () -> Void)?>(nil)
+    private let afterCompletions = Locked<(@Sendable () -> Void)?>(nil)
 
     public func afterEachBatch(_ body: (@Sendable () -> Void)?) {
         afterCompletions.withLock { $0 = body }

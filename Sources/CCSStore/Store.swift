@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Locking
 import PushDomain
 import Synchronization
 
@@ -234,11 +235,11 @@ public final class Store: Sendable {
 
     /// Ops for which `apply` throws `InjectedStoreFailure` (nil: none). For tests and fault injection:
     /// a full disk or an I/O error is otherwise hard to bring about on purpose.
-    private let failing = Mutex<(@Sendable (StoreOp) -> Bool)?>(nil)
+    private let failing = Locked<(@Sendable (StoreOp) -> Bool)?>(nil)
 
     /// Told, after each commit, which queued messages its statements removed (collapse, the limits,
     /// expiry); nil (the default) costs nothing.
-    private let removalObserver = Mutex<(@Sendable ([QueueRemoval]) -> Void)?>(nil)
+    private let removalObserver = Locked<(@Sendable ([QueueRemoval]) -> Void)?>(nil)
 
     public func observeRemovals(_ observer: (@Sendable ([QueueRemoval]) -> Void)?) {
         removalObserver.withLock { $0 = observer }

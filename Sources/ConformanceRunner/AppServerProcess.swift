@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -14,7 +14,7 @@ final class AppServerProcess: Sendable {
     let pid: pid_t
     let logURL: URL
     /// The exit status once it has been reaped.
-    let exited = Mutex<Int32?>(nil)
+    let exited = Locked<Int32?>(nil)
 
     struct SpawnError: Error, CustomStringConvertible {
         var code: Int32

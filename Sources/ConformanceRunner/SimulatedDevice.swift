@@ -1,8 +1,8 @@
 import CCSStore
 import DeviceSimulator
+import Locking
 import NIOCore
 import PushDomain
-import Synchronization
 
 /// One of a scenario's devices: its registration, its connection to the device channel, and what
 /// it received.
@@ -19,7 +19,7 @@ final class SimulatedDevice: Sendable {
 
     let name: String
     let record: DeviceRecord
-    let state = Mutex(State())
+    let state = Locked(State())
 
     init(name: String, record: DeviceRecord) {
         self.name = name

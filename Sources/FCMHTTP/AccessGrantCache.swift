@@ -1,5 +1,5 @@
 import GoogleAuth
-import Synchronization
+import Locking
 
 /// Access tokens already verified, so that a client reusing its token (for an hour, as SDKs do)
 /// is not HMAC-checked and decoded again on every request (a twentieth of a v1 send's CPU time).
@@ -7,7 +7,7 @@ import Synchronization
 /// the engine's clock. Bounded: emptied when full.
 final class AccessGrantCache: Sendable {
     static let capacity = 4096
-    private let grants = Mutex<[String: AccessGrant]>([:])
+    private let grants = Locked<[String: AccessGrant]>([:])
 
     func grant(for token: String) -> AccessGrant? {
         grants.withLock { $0[token] }

@@ -1,4 +1,5 @@
 import CCSProtocol
+import Locking
 import Synchronization
 
 /// One fault applied, with what triggered it.
@@ -30,7 +31,7 @@ public final class FaultInjector: Sendable {
         var nextID = 1
     }
 
-    let state = Mutex(State())
+    let state = Locked(State())
     /// Bit n set: some rule acts at `FaultPoint.allCases[n]`.
     let activePoints = Atomic<UInt8>(0)
     let now: @Sendable () -> Int64

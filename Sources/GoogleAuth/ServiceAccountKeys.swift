@@ -1,7 +1,7 @@
 import CryptoExtras
 import Foundation
+import Locking
 import PushDomain
-import Synchronization
 
 /// One service-account key the emulator issued: what it needs to check assertions signed with it.
 /// The private key is never kept: it is handed out once, in the service-account file.
@@ -67,7 +67,7 @@ public enum ProjectID {
 /// know yet is looked up on disk).
 public final class ServiceAccountKeyStore: Sendable {
     public let directory: String
-    private let keys: Mutex<[String: IssuedKey]>
+    private let keys: Locked<[String: IssuedKey]>
 
     /// Creates the directory (mode 0700) when missing and reads every key in it.
     public init(directory: String) throws(CredentialsError) {
@@ -84,7 +84,7 @@ public final class ServiceAccountKeyStore: Sendable {
         for name in names where name.hasSuffix(".json") {
             if let key = Self.read(path: directory + "/" + name) { loaded[key.keyID] = key }
         }
-        keys = Mutex(loaded)
+        keys = Locked(loaded)
     }
 
     /// The key with this id, from memory or else from its file.

@@ -1,9 +1,9 @@
 import CCSProtocol
 import DeviceSimulator
+import Locking
 import NIOCore
 import NIOPosix
 import NIOSSL
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -129,7 +129,7 @@ public final class BenchRunner: Sendable {
     let group: MultiThreadedEventLoopGroup
     let recorders: [LoopRecorder]
     let loops: [any EventLoop]
-    let channels = Mutex<[any Channel]>([])
+    let channels = Locked<[any Channel]>([])
 
     public init(options: BenchOptions) {
         self.options = options

@@ -1,8 +1,8 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import Locking
 import PushDomain
-import Synchronization
 
 /// The journal's own SQLite file (`journal.sqlite` in the data directory): kept apart from the
 /// store's so that its writes never wait for, or delay, the store's group commits.
@@ -334,7 +334,7 @@ struct JournalDatabase: Sendable {
 /// The token numbers the writer has given (shared by the copies of the `JournalDatabase` value).
 final class TokenIDs: Sendable {
     /// FNV-1a of the token's bytes → the tokens with that hash and their numbers.
-    let ids = Mutex<[UInt64: [(bytes: [UInt8], id: Int64)]]>([:])
+    let ids = Locked<[UInt64: [(bytes: [UInt8], id: Int64)]]>([:])
 
     static func hash<C: Collection>(_ bytes: C) -> UInt64 where C.Element == UInt8 {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// The message journal: every message's events from every entry point, kept within a bounded
 /// retention, queried by the admin API and followed live (docs/admin-api.md#message-journal).
@@ -88,7 +88,7 @@ public final class MessageJournal: Sendable {
     /// waits for it: `sync` wakes the writer.
     public static let batchPause: DispatchTimeInterval = .milliseconds(100)
     private let database: JournalDatabase
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let wake = DispatchSemaphore(value: 0)
     private let stoppedSignal = DispatchSemaphore(value: 0)
     private let wallMillis: @Sendable () -> Int64
@@ -102,7 +102,7 @@ public final class MessageJournal: Sendable {
                 logger: @escaping @Sendable (String) -> Void = { try? FileHandle.standardError.write(contentsOf: Data(("journal: " + $0 + "\n").utf8)) }) throws {
         database = try JournalDatabase(path: path)
         let largest = try database.largestSeq()
-        state = Mutex(State(nextSeq: largest + 1, writtenSeq: largest))
+        state = Locked(State(nextSeq: largest + 1, writtenSeq: largest))
         self.retention = retention
         self.maxPending = maxPending
         self.wallMillis = wallMillis

@@ -1,5 +1,5 @@
+import Locking
 import NIOCore
-import Synchronization
 
 /// Work for one event loop from other threads, run in batches: the first item posted to an empty
 /// mailbox schedules one task that runs everything posted until then, then flushes every connection
@@ -9,7 +9,7 @@ public final class LoopMailbox: @unchecked Sendable {  // `local` is touched on 
     public typealias Work = @Sendable () -> Void
 
     let loop: any EventLoop
-    private let inbox = Mutex<[Work]>([])
+    private let inbox = Locked<[Work]>([])
     private let localState = LocalState()
 
     final class LocalState {

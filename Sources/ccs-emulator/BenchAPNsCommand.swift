@@ -5,6 +5,7 @@ import CCSProtocol
 import CCSStore
 import Foundation
 import LoadGenerator
+import Locking
 import NIOPosix
 import Synchronization
 
@@ -131,7 +132,7 @@ final class ConfirmingLink: DeviceLink {
     let engine: Engine
     let token: String
     let received = Atomic<Int>(0)
-    let latencies = Mutex<[UInt64]>([])
+    let latencies = Locked<[UInt64]>([])
 
     init(engine: Engine, token: String) {
         self.engine = engine

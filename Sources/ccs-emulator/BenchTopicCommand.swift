@@ -4,6 +4,7 @@ import CCSProtocol
 import CCSStore
 import Foundation
 import LoadGenerator
+import Locking
 import Synchronization
 
 /// `bench topic`: one send to a topic with S subscribers, O of them online, measured in process.
@@ -147,7 +148,7 @@ struct BenchTopic: AsyncParsableCommand {
 /// An online device in process: counts what it is handed and ACKs nothing (the figures stop there).
 final class CountingLink: DeviceLink {
     let received = Atomic<Int>(0)
-    let firstAt = Mutex<ContinuousClock.Instant?>(nil)
+    let firstAt = Locked<ContinuousClock.Instant?>(nil)
 
     func deliver(_ messages: [DeviceDelivery]) {
         firstAt.withLock { if $0 == nil { $0 = .now } }

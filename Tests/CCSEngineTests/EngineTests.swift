@@ -2,7 +2,7 @@ import CCSEngine
 import CCSProtocol
 import CCSStore
 import Foundation
-import Synchronization
+import Locking
 import Testing
 
 @Suite struct DownstreamTests {
@@ -69,7 +69,7 @@ import Testing
         let d = try await h.register()
         let device = await h.connect(d.token)
         let before = h.engine.committer.statistics.ops
-        let outcome = Mutex<Outcome?>(nil)
+        let outcome = Locked<Outcome?>(nil)
         h.engine.downstream(data("m1", to: d.token), senderID: "111") { o in outcome.withLock { $0 = o } }
         // Handed over at once, before any commit; no ACK yet.
         #expect(device.ids.count == 1)

@@ -2,11 +2,12 @@ import CCSEngine
 import CCSProtocol
 import CCSStore
 import Foundation
+import Locking
 import Synchronization
 
 final class FakeDevice: DeviceLink {
-    let delivered = Mutex<[DeviceDelivery]>([])
-    let answers = Mutex<[String]>([])
+    let delivered = Locked<[DeviceDelivery]>([])
+    let answers = Locked<[String]>([])
     let closed = Atomic<Bool>(false)
 
     func deliver(_ messages: [DeviceDelivery]) { delivered.withLock { $0 += messages } }
@@ -18,7 +19,7 @@ final class FakeDevice: DeviceLink {
 }
 
 final class FakeAppServer: AppServerLink {
-    let sent = Mutex<[OutboundMessage]>([])
+    let sent = Locked<[OutboundMessage]>([])
     let draining = Atomic<Bool>(false)
 
     func drain() { draining.store(true, ordering: .relaxed) }

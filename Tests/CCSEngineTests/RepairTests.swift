@@ -2,7 +2,7 @@ import CCSEngine
 import CCSProtocol
 import CCSStore
 import Foundation
-import Synchronization
+import Locking
 import Testing
 
 /// One test per defect of issue 10; each failed before its fix.
@@ -56,7 +56,7 @@ import Testing
     @Test func aSecondCopySentBeforeTheFirstIsStoredIsADuplicate() async throws {
         let h = try Harness()
         let d = try await h.register()
-        let answers = Mutex<[UpstreamOutcome]>([])
+        let answers = Locked<[UpstreamOutcome]>([])
         for _ in 0..<2 {
             h.engine.upstream(from: d.token, ["to": "111@gcm.googleapis.com", "message_id": "twice"]) { o in
                 answers.withLock { $0.append(o) }
@@ -82,7 +82,7 @@ import Testing
         let device = await h.connect(d.token)
         #expect(await h.send(data("old", to: d.token) { $0.collapseKey = "score" }) == .ack(from: d.token))
         #expect(device.ids.isEmpty)  // Doze holds the normal-priority message
-        let outcome = Mutex<Outcome?>(nil)
+        let outcome = Locked<Outcome?>(nil)
         h.engine.downstream(data("new", to: d.token) { $0.collapseKey = "score"; $0.priority = .high },
                             senderID: "111") { o in outcome.withLock { $0 = o } }
         #expect(device.ids.count == 1)
@@ -190,7 +190,7 @@ import Testing
             if case .enqueue(let m, _) = op { return m.token == bad.token } else { return false }
         }
         // Both writes are submitted before `downstream` returns (the device is offline: stored path).
-        let outcomes = Mutex<[String: Outcome]>([:])
+        let outcomes = Locked<[String: Outcome]>([:])
         h.engine.downstream(data("ok", to: good.token), senderID: "111") { o in outcomes.withLock { $0["ok"] = o } }
         h.engine.downstream(data("bad", to: bad.token), senderID: "111") { o in outcomes.withLock { $0["bad"] = o } }
         await h.settle()  // urgent: takes the held batch now, as one transaction

@@ -1,7 +1,7 @@
 import CCSStore
 import Foundation
+import Locking
 import PushDomain
-import Synchronization
 import Testing
 
 @Suite struct SnapshotAndRemovalTests {
@@ -33,7 +33,7 @@ import Testing
 
     @Test func removalsAreReportedAfterTheCommit() throws {
         let store = try temporaryStore()
-        let seen = Mutex<[QueueRemoval]>([])
+        let seen = Locked<[QueueRemoval]>([])
         store.observeRemovals { removals in seen.withLock { $0 += removals } }
         try store.apply([.enqueue(message("t", "old", collapseKey: "k"), limits: limits)])
         try store.apply([.enqueue(message("t", "new", collapseKey: "k"), limits: limits)])

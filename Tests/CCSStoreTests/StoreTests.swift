@@ -1,6 +1,7 @@
 import CCSStore
 import PushDomain
 import Foundation
+import Locking
 import Synchronization
 import Testing
 
@@ -234,7 +235,7 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
     @Test func aDelayedWriteKeepsItsPlaceAndIsCommittedWhenNotCancelled() async throws {
         let committer = GroupCommitter(store: try temporaryStore(), cancellableDelay: .milliseconds(50))
         let ticket = WriteTicket()
-        let order = Mutex<[String]>([])
+        let order = Locked<[String]>([])
         committer.submit([.enqueue(message("t", "first"), limits: nil)], ticket: ticket) { error in
             #expect(error == nil)
             order.withLock { $0.append("first") }

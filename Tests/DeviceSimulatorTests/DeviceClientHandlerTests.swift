@@ -1,8 +1,8 @@
 import CCSProtocol
 import Foundation
+import Locking
 import NIOCore
 import NIOEmbedded
-import Synchronization
 import Testing
 @testable import DeviceSimulator
 
@@ -14,7 +14,7 @@ import Testing
     static let serverHeader = "<stream:stream from='devices.ccs-emulator' id='1' version='1.0' xmlns='jabber:client' xmlns:stream='http://etherx.jabber.org/streams'>"
 
     final class Events: Sendable {
-        let list = Mutex<[DeviceEvent]>([])
+        let list = Locked<[DeviceEvent]>([])
         func withLock<T>(_ body: (inout [DeviceEvent]) -> T) -> T { list.withLock { body(&$0) } }
     }
 
