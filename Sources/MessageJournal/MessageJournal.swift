@@ -59,6 +59,8 @@ public final class MessageJournal: Sendable {
         public var dropped: Int64
         public var pruned: Int64
         public var followers: Int
+        /// The writer is waiting for events (nothing pending, no batch being written).
+        public var writerIdle: Bool
     }
 
     private struct State {
@@ -198,7 +200,7 @@ public final class MessageJournal: Sendable {
     public var figures: Figures {
         state.withLock { s in
             Figures(recorded: s.recorded, written: s.writtenSeq, dropped: s.dropped, pruned: s.pruned,
-                    followers: s.followers.count)
+                    followers: s.followers.count, writerIdle: s.writerIdle)
         }
     }
 
@@ -259,19 +261,15 @@ public final class MessageJournal: Sendable {
                     state.withLock { $0.dropped += Int64(batch.count) }
                     logger("writing \(batch.count) events failed: \(error)")
                 }
-                let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-                    s.writtenSeq = max(s.writtenSeq, s.nextSeq - 1 - Int64(s.pending.count))
-                    return takeWaiters(&s)
-                }
-                for r in ready { r.resume() }
-            } else {
-                let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-                    // Nothing pending: every recorded event is written (or was dropped).
-                    s.writtenSeq = max(s.writtenSeq, s.nextSeq - 1)
-                    return takeWaiters(&s)
-                }
-                for r in ready { r.resume() }
             }
+            let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+                // Written: everything but what is pending now. Not "everything recorded": events that
+                // arrived while the writer waited (their record() is what woke it) are still pending,
+                // and this batch was taken before the wait.
+                s.writtenSeq = max(s.writtenSeq, s.nextSeq - 1 - Int64(s.pending.count))
+                return takeWaiters(&s)
+            }
+            for r in ready { r.resume() }
             // Once a second by the monotonic clock (the wall clock can be moved: tests move theirs).
             let uptimeMillis = Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000)
             if uptimeMillis - lastPrune >= 1000 || stopping {

@@ -36,6 +36,21 @@ private func event(_ kind: JournalEventKind, _ id: String, token: String? = "tok
         #expect(try await journal.events(messageID: "nothing").isEmpty)
     }
 
+    /// Events recorded while the writer waits are what wake it; a query made right after them must
+    /// wait for their write (it once read "written" from the wait's empty batch, and saw nothing).
+    @Test func aQueryRightAfterRecordingWhileTheWriterWaitsSeesTheEvents() async throws {
+        let (journal, _) = try temporaryJournal()
+        defer { journal.shutdown() }
+        for round in 0..<10 {
+            while !journal.figures.writerIdle { await Task.yield() }
+            let id = "0:\(round)%a"
+            journal.record(event(.accepted, id, api: .ccs))
+            journal.record(event(.handedOver, id))
+            journal.record(event(.deviceAcked, id))
+            #expect(try await journal.events(messageID: id).map(\.kind) == [.accepted, .handedOver, .deviceAcked])
+        }
+    }
+
     @Test func summariesFilterAndTakeTheLatestStatus() async throws {
         let (journal, _) = try temporaryJournal()
         defer { journal.shutdown() }
