@@ -3,15 +3,17 @@ import GRDB
 import GRDBSQLite
 import Locking
 import PushDomain
+import Synchronization
 
 /// The journal's own SQLite file (`journal.sqlite` in the data directory): kept apart from the
 /// store's so that its writes never wait for, or delay, the store's group commits.
 struct JournalDatabase: Sendable {
     let pool: DatabasePool
     /// token → its number in `journal_token`; written only inside the pool's write transactions.
-    private let tokenIDs = TokenIDs()
+    private let tokenIDs: TokenIDs
 
-    init(path: String) throws {
+    init(path: String, cachedTokens: Int = 20_000, forgetUnusedTokensEvery: Int = 10_000) throws {
+        tokenIDs = TokenIDs(limit: cachedTokens, forgetEvery: forgetUnusedTokensEvery)
         var config = Configuration()
         config.prepareDatabase { db in
             // The journal is a record of what happened, not state a client was promised. In WAL mode
@@ -54,7 +56,8 @@ struct JournalDatabase: Sendable {
         }
         try migrator.migrate(pool)
         let known = try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT id, token FROM journal_token").map { (row: Row) in (row[1] as String, row[0] as Int64) }
+            try Row.fetchAll(db, sql: "SELECT id, token FROM journal_token ORDER BY id DESC LIMIT ?",
+                             arguments: [tokenIDs.limit]).map { (row: Row) in (row[1] as String, row[0] as Int64) }
         }
         tokenIDs.ids.withLock { ids in
             for (token, id) in known { ids[TokenIDs.hash(Array(token.utf8)), default: []].append((Array(token.utf8), id)) }
@@ -184,8 +187,30 @@ struct JournalDatabase: Sendable {
         let text = String(decoding: token, as: UTF8.self)
         try db.cachedStatement(sql: "INSERT OR IGNORE INTO journal_token(token) VALUES (?)").execute(arguments: [text])
         let id = try Int64.fetchOne(db.cachedStatement(sql: "SELECT id FROM journal_token WHERE token = ?"), arguments: [text])!
-        tokenIDs.ids.withLock { $0[hash, default: []].append((Array(token), id)) }
+        tokenIDs.ids.withLock { ids in
+            // Bounded: past the limit the map starts over and refills as tokens come back (a miss
+            // costs the two statements above), so a server that sees millions of tokens keeps a few.
+            if ids.count >= tokenIDs.limit { ids.removeAll(keepingCapacity: true) }
+            ids[hash, default: []].append((Array(token), id))
+        }
+        tokenIDs.added.add(1, ordering: .relaxed)
         return id
+    }
+
+    /// Forgets the tokens no entry names any more, and the numbers the writer keeps for them in
+    /// memory (inside a write transaction, as every use of those numbers is). `journal_token` has no
+    /// other way out, and with devices coming and going it would only grow.
+    private func forgetUnusedTokens(_ db: Database) throws {
+        try db.execute(sql: """
+            DELETE FROM journal_token WHERE id NOT IN (SELECT token_id FROM journal_entry WHERE token_id IS NOT NULL)
+            """)
+        tokenIDs.ids.withLock { $0.removeAll() }
+        tokenIDs.added.store(0, ordering: .relaxed)
+    }
+
+    /// How many tokens `journal_token` holds (for tests).
+    func tokenCount() throws -> Int {
+        try pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM journal_token") ?? 0 }
     }
 
     /// SQLite copies the bytes (SQLITE_TRANSIENT): an entry's blob is lent to it only for the call.
@@ -237,6 +262,9 @@ struct JournalDatabase: Sendable {
             if let newest = try Int64.fetchOne(db, sql: "SELECT MAX(last_seq) FROM journal_entry") {
                 try delete("last_seq <= ?", [newest - Int64(keeping)])
             }
+            // Only once enough new tokens came: the statement reads every entry (there is no index
+            // on their token, on purpose).
+            if tokenIDs.added.load(ordering: .relaxed) >= tokenIDs.forgetEvery { try forgetUnusedTokens(db) }
             return removed
         }
     }
@@ -245,6 +273,7 @@ struct JournalDatabase: Sendable {
         try pool.write { db in
             try db.execute(sql: "DELETE FROM journal_entry")
             try db.execute(sql: "DELETE FROM journal_batch")
+            try forgetUnusedTokens(db)
         }
     }
 
@@ -335,6 +364,17 @@ struct JournalDatabase: Sendable {
 final class TokenIDs: Sendable {
     /// FNV-1a of the token's bytes → the tokens with that hash and their numbers.
     let ids = Locked<[UInt64: [(bytes: [UInt8], id: Int64)]]>([:])
+    /// Tokens kept in `ids` at most (about 300 bytes each).
+    let limit: Int
+    /// Tokens added to `journal_token` since unused ones were last forgotten, and how many make the
+    /// pruning forget them.
+    let added = Atomic<Int>(0)
+    let forgetEvery: Int
+
+    init(limit: Int, forgetEvery: Int) {
+        self.limit = limit
+        self.forgetEvery = forgetEvery
+    }
 
     static func hash<C: Collection>(_ bytes: C) -> UInt64 where C.Element == UInt8 {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
