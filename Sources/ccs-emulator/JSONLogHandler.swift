@@ -18,11 +18,11 @@ struct JSONLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
-             file: String, function: String, line: UInt) {
+    func log(event: LogEvent) {
+        let (level, message, source) = (event.level, event.message, event.source)
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { $1 } }
-        if let explicit { merged.merge(explicit) { $1 } }
+        if let explicit = event.metadata { merged.merge(explicit) { $1 } }
         var w = JSONObjectWriter()
         w.add("time", ISO8601DateFormatter.string(from: Date(), timeZone: .gmt,
                                                    formatOptions: [.withInternetDateTime, .withFractionalSeconds]))
