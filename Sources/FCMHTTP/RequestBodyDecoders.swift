@@ -4,7 +4,7 @@ import PushDomain
 /// (Sources/Fuzz/HTTPBodies), which see only public API. Nothing else calls it.
 public enum RequestBodyDecoders {
     public enum Kind: UInt8, CaseIterable, Sendable {
-        case legacyJSON, legacyForm, v1, deviceGroup
+        case legacyJSON, legacyForm, v1, deviceGroup, iidBatch
     }
 
     /// Decodes `text` as a body of that kind; true when it was accepted.
@@ -20,6 +20,8 @@ public enum RequestBodyDecoders {
             if case .success = V1MessageDecoder.decode(body, messageID: "fuzz") { return true }
         case .deviceGroup:
             if case .success = FCMHTTPAPI.decodeGroupOperation(text) { return true }
+        case .iidBatch:
+            if case .success = FCMHTTPAPI.decodeIIDBatch(text) { return true }
         }
         return false
     }

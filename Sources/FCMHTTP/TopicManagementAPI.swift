@@ -108,29 +108,22 @@ extension FCMHTTPAPI {
         case .success(let c): choice = c
         }
         let text = String(buffer: try await request.body.collect(upTo: Self.maximumBodyBytes))
-        guard case .object(let body)? = try? JSONValue.parse(text) else {
-            return Self.iidError(.badRequest, "INVALID_ARGUMENT", "the body must be a JSON object with \"to\" and \"registration_tokens\"")
-        }
-        guard case .string(let to)? = body["to"] else {
-            return Self.iidError(.badRequest, "INVALID_ARGUMENT", "\"to\" (/topics/NAME) is required")
-        }
-        guard let topic = Self.topicName(to) else { return Self.iidError(.badRequest, "INVALID_ARGUMENT", Self.topicRule) }
-        guard case .array(let list)? = body["registration_tokens"] else {
-            return Self.iidError(.badRequest, "INVALID_ARGUMENT", "\"registration_tokens\" (an array of tokens) is required")
-        }
-        guard !list.isEmpty, list.count <= Self.maximumBatchTokens else {
-            return Self.iidError(.badRequest, "INVALID_ARGUMENT", "\"registration_tokens\" must hold 1 to \(Self.maximumBatchTokens) tokens, got \(list.count)")
+        let batch: IIDBatchBody
+        switch Self.decodeIIDBatch(text) {
+        case .failure(let error): return Self.iidError(.badRequest, "INVALID_ARGUMENT", error.reason)
+        case .success(let b): batch = b
         }
         // A token that is not a non-empty string gets INVALID_ARGUMENT in its place; the others go on.
         var tokens: [String] = []
         var positions: [Int] = []
-        var answers = [JSONValue](repeating: .object(["error": "INVALID_ARGUMENT"]), count: list.count)
-        for (index, item) in list.enumerated() {
-            if case .string(let token) = item, !token.isEmpty, token.utf8.count <= 4096 {
+        var answers = [JSONValue](repeating: .object(["error": "INVALID_ARGUMENT"]), count: batch.tokens.count)
+        for (index, token) in batch.tokens.enumerated() {
+            if let token {
                 tokens.append(token)
                 positions.append(index)
             }
         }
+        let topic = batch.topic
         let changes = changes(tokens, choice, request: request)
         let results = subscribe ? await engine.subscribe(changes, to: topic)
                                 : await engine.unsubscribe(changes, from: topic, allowMissing: true)
@@ -141,6 +134,36 @@ extension FCMHTTPAPI {
             }
         }
         return Self.json(.object(["results": .array(answers)]))
+    }
+
+    /// An Instance ID batchAdd / batchRemove body: the topic, and the tokens in request order (nil
+    /// where an item is not a usable token).
+    struct IIDBatchBody: Equatable {
+        var topic: String
+        var tokens: [String?]
+    }
+
+    struct IIDBodyError: Error, Equatable { var reason: String }
+
+    /// Decodes an Instance ID batch body; the error's reason goes into the 400 answer.
+    static func decodeIIDBatch(_ text: String) -> Result<IIDBatchBody, IIDBodyError> {
+        guard case .object(let body)? = try? JSONValue.parse(text) else {
+            return .failure(IIDBodyError(reason: "the body must be a JSON object with \"to\" and \"registration_tokens\""))
+        }
+        guard case .string(let to)? = body["to"] else {
+            return .failure(IIDBodyError(reason: "\"to\" (/topics/NAME) is required"))
+        }
+        guard let topic = topicName(to) else { return .failure(IIDBodyError(reason: topicRule)) }
+        guard case .array(let list)? = body["registration_tokens"] else {
+            return .failure(IIDBodyError(reason: "\"registration_tokens\" (an array of tokens) is required"))
+        }
+        guard !list.isEmpty, list.count <= maximumBatchTokens else {
+            return .failure(IIDBodyError(reason: "\"registration_tokens\" must hold 1 to \(maximumBatchTokens) tokens, got \(list.count)"))
+        }
+        return .success(IIDBatchBody(topic: topic, tokens: list.map { item in
+            if case .string(let token) = item, !token.isEmpty, token.utf8.count <= 4096 { return token }
+            return nil
+        }))
     }
 
     func iidInfo(_ request: Request, token: String) throws -> Response {

@@ -5,7 +5,7 @@ import FuzzSupport
 import FCMHTTP
 import Foundation
 
-/// The FCM HTTP request bodies: legacy JSON and form, v1, device-group management.
+/// The FCM HTTP request bodies: legacy JSON and form, v1, device-group management, Instance ID batches.
 enum Target {
     static func run(_ bytes: UnsafeRawBufferPointer) {
         // The first byte picks the API; the rest is its body.
