@@ -364,7 +364,7 @@ struct JournalDatabase: Sendable {
 final class TokenIDs: Sendable {
     /// FNV-1a of the token's bytes → the tokens with that hash and their numbers.
     let ids = Locked<[UInt64: [(bytes: [UInt8], id: Int64)]]>([:])
-    /// Tokens kept in `ids` at most (about 300 bytes each).
+    /// Tokens kept in `ids` at most (each a copy of its token, about 150 bytes, plus the map's overhead).
     let limit: Int
     /// Tokens added to `journal_token` since unused ones were last forgotten, and how many make the
     /// pruning forget them.
