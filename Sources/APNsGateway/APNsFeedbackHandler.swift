@@ -43,12 +43,13 @@ final class APNsFeedbackHandler: ChannelInboundHandler {
                     return
                 }
                 var buffer = channel.allocator.buffer(capacity: tuples.count * 38)
-                var written: [APNsFeedbackRecord] = []
+                var encoded: [APNsFeedbackRecord] = []
                 for t in tuples {
                     guard let tuple = FeedbackTuple(timestamp: t.timestamp, deviceTokenHex: t.deviceToken) else { continue }
                     tuple.write(to: &buffer)
-                    written.append(t)
+                    encoded.append(t)
                 }
+                let written = encoded
                 channel.writeAndFlush(buffer).whenComplete { outcome in
                     // Cleared only once handed to the connection: a failed write keeps them for the next read.
                     if case .success = outcome { engine.apnsFeedbackRead(written) }

@@ -127,7 +127,7 @@ extension XMPPConnectionHandler {
                                                          failedRegistrationIDs: outcome.failedRegistrationIDs)
                     audited = .ack
                 }
-                let deliver = {
+                let deliver: @Sendable () -> Void = {
                     // Counted down on the loop, with the answer written: shutdown waits for pending = 0.
                     link.pending.subtract(1, ordering: .relaxed)
                     guard let handler = link.handler.value.handler else { return }
