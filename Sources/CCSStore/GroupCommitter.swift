@@ -51,18 +51,31 @@ public final class GroupCommitter: Sendable {
     public let cancellableDelayNanos: UInt64
     private let state = Locked(State())
     /// Told of every transaction: its ops and how long it took to commit (ns); for `/metrics`.
-    private let batchObserver = Locked<(@Sendable (_ ops: Int, _ nanoseconds: UInt64) -> Void)?>(nil)
+    private let batchObserver = Locked<BatchObserver?>(nil)
+
+    /// The functions behind the locks are held in structs, never as a bare function type: a function
+    /// value that is a lock's generic `Value`, read back through `withLock`'s inout, came back wrapped
+    /// in two more reabstraction thunks on every read (Swift 6.x, optimized and debug builds alike).
+    /// Read once per transaction, that chain grew by every batch until calling it overflowed the
+    /// writer thread's stack: the soak's crash (docs/hardening.md). A struct is passed as it is.
+    private struct BatchObserver: Sendable {
+        let call: @Sendable (_ ops: Int, _ nanoseconds: UInt64) -> Void
+    }
+
+    private struct AfterCompletions: Sendable {
+        let call: @Sendable () -> Void
+    }
 
     public func observeBatches(_ observer: (@Sendable (_ ops: Int, _ nanoseconds: UInt64) -> Void)?) {
-        batchObserver.withLock { $0 = observer }
+        batchObserver.withLock { $0 = observer.map(BatchObserver.init(call:)) }
     }
 
     /// Runs after each transaction's completions (on the writer thread): what its observers noted
     /// during the transaction can be reported after what the completions reported.
-    private let afterCompletions = Locked<(@Sendable () -> Void)?>(nil)
+    private let afterCompletions = Locked<AfterCompletions?>(nil)
 
     public func afterEachBatch(_ body: (@Sendable () -> Void)?) {
-        afterCompletions.withLock { $0 = body }
+        afterCompletions.withLock { $0 = body.map(AfterCompletions.init(call:)) }
     }
     private let wake = DispatchSemaphore(value: 0)
 
@@ -179,7 +192,7 @@ public final class GroupCommitter: Sendable {
                 }
             }
             let (transactions, n, committed, off) = (completions.isEmpty ? 0 : 1, batch.count, ticketed, calledOff)
-            if let observer, transactions == 1 { observer(n, DispatchTime.now().uptimeNanoseconds - started) }
+            if let observer, transactions == 1 { observer.call(n, DispatchTime.now().uptimeNanoseconds - started) }
             state.withLock {
                 $0.batches += transactions
                 $0.committedOps += n
@@ -188,7 +201,7 @@ public final class GroupCommitter: Sendable {
             }
             ticketed = 0; calledOff = 0
             for (c, failure) in zip(completions, failures) { c?(failure) }
-            if transactions == 1, let after = afterCompletions.withLock({ $0 }) { after() }
+            if transactions == 1, let after = afterCompletions.withLock({ $0 }) { after.call() }
             batch.removeAll(keepingCapacity: true)
             completions.removeAll(keepingCapacity: true)
             opCounts.removeAll(keepingCapacity: true)

@@ -235,18 +235,29 @@ public final class Store: Sendable {
 
     /// Ops for which `apply` throws `InjectedStoreFailure` (nil: none). For tests and fault injection:
     /// a full disk or an I/O error is otherwise hard to bring about on purpose.
-    private let failing = Locked<(@Sendable (StoreOp) -> Bool)?>(nil)
+    private let failing = Locked<FailurePredicate?>(nil)
 
     /// Told, after each commit, which queued messages its statements removed (collapse, the limits,
     /// expiry); nil (the default) costs nothing.
-    private let removalObserver = Locked<(@Sendable ([QueueRemoval]) -> Void)?>(nil)
+    private let removalObserver = Locked<RemovalObserver?>(nil)
+
+    /// In structs, not bare function types, behind the locks: read back through `withLock`'s inout, a
+    /// bare function gains two reabstraction thunks per read, a chain that grew by every commit
+    /// (GroupCommitter's `BatchObserver` says more).
+    private struct FailurePredicate: Sendable {
+        let call: @Sendable (StoreOp) -> Bool
+    }
+
+    private struct RemovalObserver: Sendable {
+        let call: @Sendable ([QueueRemoval]) -> Void
+    }
 
     public func observeRemovals(_ observer: (@Sendable ([QueueRemoval]) -> Void)?) {
-        removalObserver.withLock { $0 = observer }
+        removalObserver.withLock { $0 = observer.map(RemovalObserver.init(call:)) }
     }
 
     public func injectFailures(_ predicate: (@Sendable (StoreOp) -> Bool)?) {
-        failing.withLock { $0 = predicate }
+        failing.withLock { $0 = predicate.map(FailurePredicate.init(call:)) }
     }
 
     /// While true, every read throws `InjectedStoreFailure`.
@@ -265,8 +276,8 @@ public final class Store: Sendable {
 
     /// Applies every op in one transaction: all or nothing.
     public func apply(_ ops: [StoreOp]) throws {
-        let failing = self.failing.withLock { $0 }
-        let observer = removalObserver.withLock { $0 }
+        let failing = self.failing.withLock { $0 }?.call
+        let observer = removalObserver.withLock { $0 }?.call
         let removals = observer == nil ? nil : QueueRemovals()
         try pool.write { db in
             for op in ops { try Self.apply(op, in: db, failing: failing, removals: removals) }
@@ -278,8 +289,8 @@ public final class Store: Sendable {
     /// rolled back to its savepoint and reported, the others commit. The result holds one entry per
     /// item, nil for those committed. Throws only when the transaction as a whole fails.
     public func applyIsolated(_ items: [[StoreOp]]) throws -> [Error?] {
-        let failing = self.failing.withLock { $0 }
-        let observer = removalObserver.withLock { $0 }
+        let failing = self.failing.withLock { $0 }?.call
+        let observer = removalObserver.withLock { $0 }?.call
         let removals = observer == nil ? nil : QueueRemovals()
         var results = [Error?](repeating: nil, count: items.count)
         try pool.writeWithoutTransaction { db in
