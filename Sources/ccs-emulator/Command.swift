@@ -181,6 +181,8 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let logger = makeLogger("ccs-emulator", level: logLevel, format: logFormat)
+        // Before the first big buffer: memory from bursts goes back to the system (MallocTuning).
+        MallocTuning.apply()
         var c = EmulatorConfiguration()
         c.dataDirectory = dataDir
         c.resetState = resetState
