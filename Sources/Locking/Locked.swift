@@ -5,6 +5,11 @@
 // which Thread Sanitizer does not instrument, so TSan reports every access to state a Mutex guards as a
 // race. `scripts/tsan` builds with `-D TSAN_VISIBLE_LOCKS`, which swaps in a pthread mutex that TSan
 // intercepts; its reports are then about real races (docs/hardening.md, "Thread Sanitizer").
+//
+// Never make a function type (or an optional one) the Value: read back through `withLock`'s inout,
+// it comes back inside two more reabstraction thunks every time, a chain that grows with each read
+// until calling it overflows the stack (docs/hardening.md, "Soak"). Hold it in a struct instead;
+// `scripts/test` refuses the bare form.
 
 #if TSAN_VISIBLE_LOCKS
 #if canImport(Glibc)
