@@ -30,6 +30,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.0.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
     ],
     targets: [
         .systemLibrary(name: "CExpat", path: "Sources/CExpat", pkgConfig: "expat",
@@ -43,6 +44,16 @@ let package = Package(
             "Locking",
             "PushDomain",
             .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
+        // The PostgreSQL backend of `Persistence`, for several nodes on one database (docs/scaling.md).
+        .target(name: "PostgresStore", dependencies: [
+            "Locking",
+            "PushDomain", "CCSStore",
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "FaultInjection", dependencies: ["Locking", "CCSProtocol"]),
         .target(name: "MessageJournal", dependencies: [
@@ -119,7 +130,7 @@ let package = Package(
         ]),
         .target(name: "CCSEmulator", dependencies: [
             "Locking",
-            "XMPPServer", "APNsGateway", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "CCSStore", "CCSProtocol", "MessageJournal", "Dashboard",
+            "XMPPServer", "APNsGateway", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "CCSStore", "PostgresStore", "CCSProtocol", "MessageJournal", "Dashboard",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -155,7 +166,7 @@ let package = Package(
         ]),
         .executableTarget(name: "ccs-emulator", dependencies: [
             "Locking",
-            "CCSEmulator", "DeviceSimulator", "LoadGenerator", "ConformanceRunner", "CCSEngine", "CCSProtocol", "CCSStore", "XMPPServer", "MessageJournal",
+            "CCSEmulator", "DeviceSimulator", "LoadGenerator", "ConformanceRunner", "CCSEngine", "CCSProtocol", "CCSStore", "PostgresStore", "XMPPServer", "MessageJournal",
             "GoogleAuth",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -187,7 +198,9 @@ let package = Package(
         .testTarget(name: "FaultInjectionTests", dependencies: ["FaultInjection", "CCSProtocol"]),
         .testTarget(name: "AppServerAuditTests", dependencies: ["AppServerAudit"]),
         .testTarget(name: "ConformanceRunnerTests", dependencies: ["ConformanceRunner", "AppServerAudit", "PushDomain"]),
-        .testTarget(name: "CCSStoreTests", dependencies: ["Locking", "CCSStore", "PushDomain", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "CCSStoreTests", dependencies: [
+            "Locking", "CCSStore", "PostgresStore", "PushDomain", .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
         .testTarget(name: "CCSEngineTests", dependencies: ["Locking", "CCSEngine", "CCSStore", "CCSProtocol"]),
         .testTarget(name: "LoadGeneratorTests", dependencies: [
             "LoadGenerator",

@@ -2,6 +2,7 @@ import APNsGateway
 import CCSEngine
 import CCSProtocol
 import CCSStore
+import PostgresStore
 import ConnectProxy
 import Dashboard
 import Foundation
@@ -49,6 +50,9 @@ public struct EmulatorConfiguration: Sendable {
     public var tlsCertificatePath: String?
     public var tlsKeyPath: String?
     public var durability: Store.Durability = .full
+    /// `--store`: a PostgreSQL URL (several nodes share one database: docs/scaling.md); nil keeps the
+    /// state in SQLite in the data directory.
+    public var storeURL: String?
     /// How long the write of a message already handed to an online device waits for that device's
     /// confirmation; a message confirmed in time is never written (docs/architecture.md).
     public var liveWriteDelayMillis = 20
@@ -151,6 +155,10 @@ public final class Emulator: Sendable {
         if let problem = lock.problem {
             logger.warning("\(problem); a second server on this data dir would not be refused")
         }
+        let postgresURL: PostgresURL?
+        do { postgresURL = try config.storeURL.map(PostgresURL.init(parsing:)) } catch {
+            throw ConfigurationError("\(error)")
+        }
         if config.resetState {
             try resetState(in: dataDir, logger: logger)
         }
@@ -171,7 +179,23 @@ public final class Emulator: Sendable {
             throw ConfigurationError("--auth strict needs --config FILE listing at least one sender")
         }
 
-        let store = try Store(path: dataDir + "/ccs-emulator.sqlite", durability: config.durability)
+        let store: any Persistence
+        if let postgresURL {
+            do {
+                let postgres = try PostgresStore(url: postgresURL, synchronousCommit: config.durability == .full, logger: logger)
+                if config.resetState {
+                    try postgres.removeEverything()
+                    logger.notice("--reset-state: deleted the state in \(postgresURL) (every node's)")
+                }
+                store = postgres
+            } catch let error as ConfigurationError {
+                throw error
+            } catch {
+                throw ConfigurationError("--store \(postgresURL): \(String(reflecting: error))")
+            }
+        } else {
+            store = try Store(path: dataDir + "/ccs-emulator.sqlite", durability: config.durability)
+        }
         if let from = config.importDirectory {
             // Before anything reads the state: the engine, the clock and the fault rules start from it.
             let file = URL(fileURLWithPath: from).appendingPathComponent(StoreSnapshot.fileName).path
@@ -378,6 +402,7 @@ public final class Emulator: Sendable {
             for c in channels { try? await c.close() }
             try? await group.shutdownGracefully()
             await committer.shutdown()
+            (store as? PostgresStore)?.close()
             journal?.shutdown()
             throw error
         }
@@ -467,6 +492,7 @@ public final class Emulator: Sendable {
                 logger.error("--export-on-exit \(to): \(error)")
             }
         }
+        (engine.store as? PostgresStore)?.close()
         try? await group.shutdownGracefully()
     }
 }

@@ -1,8 +1,8 @@
 /// What the engine needs of durable storage, and all it knows of it: batches of `StoreOp`s applied
 /// atomically, and the reads it makes at start and for the admin views.
 ///
-/// `Store` (SQLite through GRDB, WAL) is the backend today. A second one (PostgreSQL for several
-/// nodes) is added by conforming to this protocol; the engine and `GroupCommitter` do not change.
+/// `Store` (SQLite through GRDB, WAL) is the embedded default; `PostgresStore` (PostgreSQL, for several
+/// nodes on one database: docs/scaling.md) is the second. The engine and `GroupCommitter` see only this.
 /// Every backend applies FCM's per-device queue rules (collapse, the 100-message limit, the
 /// collapse-key limit) inside the transaction of the write that triggers them, as `Store` does.
 public protocol Persistence: Sendable {
@@ -31,11 +31,13 @@ public protocol Persistence: Sendable {
     func apnsFeedback(bundleID: String) throws -> [APNsFeedbackRecord]
     func meta(_ key: String) throws -> String?
 
-    /// Fault injection: ops for which `apply` throws `InjectedStoreFailure` (nil: none).
     /// The whole state as an export's text (docs/export-format.md).
     func exportSnapshot() throws -> String
+    /// Replaces the whole state with an export's, in one transaction (all or nothing).
+    func importSnapshot(_ text: String) throws
     /// Who is told which queued messages were removed by collapse, the limits or expiry (the journal).
     func observeRemovals(_ observer: (@Sendable ([QueueRemoval]) -> Void)?)
+    /// Fault injection: ops for which `apply` throws `InjectedStoreFailure` (nil: none).
     func injectFailures(_ predicate: (@Sendable (StoreOp) -> Bool)?)
     /// Fault injection: while true, every read throws `InjectedStoreFailure`.
     func injectReadFailures(_ on: Bool)

@@ -16,7 +16,7 @@ public enum StoreSnapshot {
 
     public struct ImportError: Error, CustomStringConvertible {
         public var description: String
-        init(_ d: String) { description = d }
+        public init(_ d: String) { description = d }
     }
 
     /// Writes an export into `directory` (made if missing) as `fileName`, atomically: a reader never
@@ -29,8 +29,31 @@ public enum StoreSnapshot {
         return file.path
     }
 
+    /// An export's tables, once its header is checked: the format, its version and the schema (which
+    /// must be `schema`, the reading backend's); no table unknown.
+    public static func parse(_ text: String, schema: String) throws -> [String: JSONValue] {
+        let root: JSONValue
+        do { root = try JSONValue.parse(text) } catch {
+            throw StoreSnapshot.ImportError("not an export: \(error)")
+        }
+        guard root["format"]?.stringValue == StoreSnapshot.format else {
+            throw StoreSnapshot.ImportError("not an export: \"format\" is not \"\(StoreSnapshot.format)\"")
+        }
+        guard root["version"]?.intValue == Int64(StoreSnapshot.version) else {
+            throw StoreSnapshot.ImportError("export version \(root["version"].map { $0.encoded() } ?? "none") is not \(StoreSnapshot.version), the one this build reads")
+        }
+        guard root["schema"]?.stringValue == schema else {
+            throw StoreSnapshot.ImportError("the export's schema \"\(root["schema"]?.stringValue ?? "")\" is not this build's \"\(schema)\": export it again with this build's `serve` (which migrates), then import")
+        }
+        guard let tables = root["tables"]?.objectValue else { throw StoreSnapshot.ImportError("\"tables\" is missing") }
+        if let unknown = tables.keys.first(where: { !StoreSnapshot.tables.contains($0) }) {
+            throw StoreSnapshot.ImportError("unknown table \"\(unknown)\"")
+        }
+        return tables
+    }
+
     /// The text of an export: a header line, then each table's rows one per line.
-    static func render(_ tables: [String: [JSONValue]], schema: String) -> String {
+    public static func render(_ tables: [String: [JSONValue]], schema: String) -> String {
         var out = "{\"format\":\"\(format)\",\"version\":\(version),\"schema\":"
         out += JSONValue.string(schema).encoded()
         out += ",\n\"tables\":{"
@@ -75,24 +98,7 @@ extension Store {
 
     /// Replaces the whole state with an export's, in one transaction (all or nothing).
     public func importSnapshot(_ text: String) throws {
-        let root: JSONValue
-        do { root = try JSONValue.parse(text) } catch {
-            throw StoreSnapshot.ImportError("not an export: \(error)")
-        }
-        guard root["format"]?.stringValue == StoreSnapshot.format else {
-            throw StoreSnapshot.ImportError("not an export: \"format\" is not \"\(StoreSnapshot.format)\"")
-        }
-        guard root["version"]?.intValue == Int64(StoreSnapshot.version) else {
-            throw StoreSnapshot.ImportError("export version \(root["version"].map { $0.encoded() } ?? "none") is not \(StoreSnapshot.version), the one this build reads")
-        }
-        let schema = try schemaName()
-        guard root["schema"]?.stringValue == schema else {
-            throw StoreSnapshot.ImportError("the export's schema \"\(root["schema"]?.stringValue ?? "")\" is not this build's \"\(schema)\": export it again with this build's `serve` (which migrates), then import")
-        }
-        guard let tables = root["tables"]?.objectValue else { throw StoreSnapshot.ImportError("\"tables\" is missing") }
-        if let unknown = tables.keys.first(where: { !StoreSnapshot.tables.contains($0) }) {
-            throw StoreSnapshot.ImportError("unknown table \"\(unknown)\"")
-        }
+        let tables = try StoreSnapshot.parse(text, schema: try schemaName())
         try pool.write { db in
             for name in StoreSnapshot.tables.reversed() { try db.execute(sql: "DELETE FROM \(name)") }
             for name in StoreSnapshot.tables {

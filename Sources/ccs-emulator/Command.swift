@@ -112,6 +112,8 @@ struct Serve: AsyncParsableCommand {
     var tlsKey: String?
     @Option(help: "Also write the ready line to this file.")
     var readyFile: String?
+    @Option(help: ArgumentHelp("Keep the state in PostgreSQL instead of SQLite in --data-dir: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (docs/scaling.md).", valueName: "url"))
+    var store: String?
     @Option(help: "full: every commit is fsynced; normal: commits survive a crash of the process, not of the machine.")
     var durability: Store.Durability = .full
     @Option(help: "Milliseconds a message handed to an online device waits for the device's confirmation before it is written; confirmed in time, it is never written. 0: written as soon as the store is free.")
@@ -203,6 +205,7 @@ struct Serve: AsyncParsableCommand {
         c.tlsCertificatePath = tlsCert
         c.tlsKeyPath = tlsKey
         c.durability = durability
+        c.storeURL = store
         c.liveWriteDelayMillis = liveWriteDelay
         if let threads { c.eventLoopThreads = threads }
         c.clock = clock

@@ -5,14 +5,14 @@ import PushDomain
 import Testing
 
 @Suite struct SnapshotAndRemovalTests {
-    @Test func anExportImportedElsewhereExportsTheSameText() throws {
-        let store = try temporaryStore()
+    @Test(arguments: Backend.available) func anExportImportedElsewhereExportsTheSameText(_ backend: Backend) throws {
+        let store = try temporaryStore(backend)
         try store.apply([.enqueue(message("t", "a", collapseKey: "k"), limits: limits), .enqueue(message("u", "b"), limits: nil),
                          .setMeta(key: "virtual_clock_ms", value: "42"),
                          .subscribe([TopicSubscription(senderID: "1", topic: "news", token: "t", addedAt: 5)])])
         let text = try store.exportSnapshot()
         #expect(text.hasPrefix(#"{"format":"ccs-emulator-export","version":1,"schema":"#))
-        let other = try temporaryStore(devices: ["zzz"])
+        let other = try temporaryStore(backend, devices: ["zzz"])
         try other.importSnapshot(text)
         #expect(try other.exportSnapshot() == text)
         #expect(try other.queuedMessages(token: "t").map(\.deviceMessageID) == ["a"])
@@ -20,8 +20,40 @@ import Testing
         #expect(try other.loadDevices().map(\.token).sorted() == ["bad", "h", "t", "u"])
     }
 
-    @Test func badExportsAreRefusedAndChangeNothing() throws {
-        let store = try temporaryStore()
+    /// The backends share tables, columns, row order and schema name: an export moves between them.
+    @Test(.enabled(if: Backend.postgresURL != nil, "needs CCS_TEST_POSTGRES_URL"))
+    func anExportFromSQLiteImportsIntoPostgreSQLAndBack() throws {
+        let sqlite = try temporaryStore(.sqlite)
+        var m = message("t", "a", collapseKey: "k")
+        m.platformBlocks = #"{"android":{"priority":"high"}}"#
+        m.deliveryReceiptRequested = true
+        try sqlite.apply([.enqueue(m, limits: limits), .enqueue(message("u", "b"), limits: nil),
+                          .enqueue(message("u", "é", kind: .deletedMessages), limits: nil),
+                          .setMeta(key: "virtual_clock_ms", value: "42"),
+                          .addOutbound(OutboundRecord(senderID: "1", kind: .receipt, messageID: "dr2:x", token: "t", json: "{}",
+                                                      createdAt: 1, expiresAt: 2, aboutMessageID: "a")),
+                          .addToTray(TrayEntry(token: "t", deviceMessageID: "Z", payload: "{}", shownAt: 5, view: nil)),
+                          .addToTray(TrayEntry(token: "t", deviceMessageID: "a", payload: "{}", shownAt: 5, view: "{}")),
+                          .upsertDeviceGroup(DeviceGroupRecord(id: "g", senderID: "1", name: "n", members: ["t", "u"], createdAt: 3)),
+                          .addAPNsFeedback(APNsFeedbackRecord(bundleID: "b", deviceToken: "00", timestamp: 9)),
+                          .subscribe([TopicSubscription(senderID: "1", topic: "news", token: "t", addedAt: 5)]),
+                          .fanOut(FanOut(audience: .subscribers(senderID: "1", topic: "news"), message: message("", "f"),
+                                         limits: limits))])
+        let text = try sqlite.exportSnapshot()
+        let postgres = try temporaryStore(.postgres, devices: ["zzz"])
+        try postgres.importSnapshot(text)
+        #expect(try postgres.exportSnapshot() == text)
+        #expect(try postgres.queuedMessages(token: "t") == sqlite.queuedMessages(token: "t"))
+        // New rows after the import take keys past the imported ones.
+        try postgres.apply([.upsertDevice(device("new")), .enqueue(message("new", "n"), limits: nil)])
+        #expect(try postgres.queuedMessages(token: "new").map(\.deviceMessageID) == ["n"])
+        let back = try temporaryStore(.sqlite, devices: [])
+        try back.importSnapshot(try postgres.exportSnapshot())
+        #expect(try back.exportSnapshot() == postgres.exportSnapshot())
+    }
+
+    @Test(arguments: Backend.available) func badExportsAreRefusedAndChangeNothing(_ backend: Backend) throws {
+        let store = try temporaryStore(backend)
         let good = try store.exportSnapshot()
         for bad in ["{", #"{"format":"x","version":1}"#, #"{"format":"ccs-emulator-export","version":2}"#,
                     good.replacingOccurrences(of: #""tables":{"#, with: #""tables":{"nope":[],"#),
@@ -31,8 +63,8 @@ import Testing
         #expect(try store.exportSnapshot() == good)
     }
 
-    @Test func removalsAreReportedAfterTheCommit() throws {
-        let store = try temporaryStore()
+    @Test(arguments: Backend.available) func removalsAreReportedAfterTheCommit(_ backend: Backend) throws {
+        let store = try temporaryStore(backend)
         let seen = Locked<[QueueRemoval]>([])
         store.observeRemovals { removals in seen.withLock { $0 += removals } }
         try store.apply([.enqueue(message("t", "old", collapseKey: "k"), limits: limits)])

@@ -5,15 +5,6 @@ import Locking
 import Synchronization
 import Testing
 
-func temporaryStore(devices tokens: [String] = ["t", "u", "h", "bad"]) throws -> Store {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-store-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-    let store = try Store(path: dir.appendingPathComponent("db.sqlite").path, durability: .normal)
-    // Messages are stored for registered devices only.
-    try store.apply(tokens.map { .upsertDevice(device($0)) })
-    return store
-}
-
 func device(_ token: String) -> DeviceRecord {
     DeviceRecord(token: token, deviceID: "id-\(token)", secret: "s", app: "a", platform: .android, senders: ["1"],
                  createdAt: 1, state: #"{"foreground":true,"idle":false}"#)
@@ -29,8 +20,8 @@ func message(_ token: String, _ id: String, collapseKey: String? = nil, expiresA
 let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNotice: message("t", "deleted", kind: .deletedMessages))
 
 @Suite struct StoreTests {
-    @Test func queueRoundTripKeepsArrivalOrderAndFields() throws {
-        let store = try temporaryStore()
+    @Test(arguments: Backend.available) func queueRoundTripKeepsArrivalOrderAndFields(_ backend: Backend) throws {
+        let store = try temporaryStore(backend)
         var m = message("t", "a")
         m.deliveryReceiptRequested = true
         m.delayWhileIdle = true
@@ -44,8 +35,8 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         #expect(try store.queueCounts() == ["t": 1, "u": 1])
     }
 
-    @Test func sameCollapseKeyReplacesTheStoredMessage() throws {
-        let store = try temporaryStore()
+    @Test(arguments: Backend.available) func sameCollapseKeyReplacesTheStoredMessage(_ backend: Backend) throws {
+        let store = try temporaryStore(backend)
         try store.apply([.enqueue(message("t", "a", collapseKey: "k"), limits: nil)])
         try store.apply([.enqueue(message("t", "b", collapseKey: "k"), limits: nil)])
         try store.apply([.enqueue(message("u", "c", collapseKey: "k"), limits: nil)])
@@ -53,8 +44,8 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         #expect(try store.queuedMessages(token: "u").map(\.deviceMessageID) == ["c"])
     }
 
-    @Test func atMostFourCollapseKeysTheOldestKeyGoesFirst() throws {
-        let store = try temporaryStore()
+    @Test(arguments: Backend.available) func atMostFourCollapseKeysTheOldestKeyGoesFirst(_ backend: Backend) throws {
+        let store = try temporaryStore(backend)
         for (i, key) in ["k1", "k2", "k3", "k4", "k5"].enumerated() {
             try store.apply([.enqueue(message("t", "m\(i)", collapseKey: key), limits: limits)])
         }
@@ -65,8 +56,8 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         #expect(Set(try store.queuedMessages(token: "t").compactMap(\.collapseKey)) == ["k4", "k5", "k2", "k6"])
     }
 
-    @Test func the101stNonCollapsibleMessageDiscardsAllAndLeavesOneNotice() throws {
-        let store = try temporaryStore()
+    @Test(arguments: Backend.available) func the101stNonCollapsibleMessageDiscardsAllAndLeavesOneNotice(_ backend: Backend) throws {
+        let store = try temporaryStore(backend)
         for i in 0..<100 { try store.apply([.enqueue(message("t", "m\(i)"), limits: limits)]) }
         try store.apply([.enqueue(message("t", "c", collapseKey: "k"), limits: limits)])
         #expect(try store.queuedMessages(token: "t").count == 101)
@@ -78,22 +69,22 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         #expect(try store.queuedMessages(token: "t").filter { $0.kind == .deletedMessages }.count == 1)
     }
 
-    @Test func withoutLimitsNothingIsDiscarded() throws {
-        let store = try temporaryStore()
+    @Test(arguments: Backend.available) func withoutLimitsNothingIsDiscarded(_ backend: Backend) throws {
+        let store = try temporaryStore(backend)
         for i in 0..<150 { try store.apply([.enqueue(message("t", "m\(i)"), limits: nil)]) }
         #expect(try store.queuedMessages(token: "t").count == 150)
     }
 
-    @Test func expiredMessagesAreRemoved() throws {
-        let store = try temporaryStore()
+    @Test(arguments: Backend.available) func expiredMessagesAreRemoved(_ backend: Backend) throws {
+        let store = try temporaryStore(backend)
         try store.apply([.enqueue(message("t", "old", expiresAt: 100), limits: nil),
                          .enqueue(message("t", "new", expiresAt: 200), limits: nil)])
         try store.apply([.removeExpired(now: 100)])
         #expect(try store.queuedMessages(token: "t").map(\.deviceMessageID) == ["new"])
     }
 
-    @Test func outboundAndTrayPersist() throws {
-        let store = try temporaryStore()
+    @Test(arguments: Backend.available) func outboundAndTrayPersist(_ backend: Backend) throws {
+        let store = try temporaryStore(backend)
         let r = OutboundRecord(senderID: "1", kind: .receipt, messageID: "dr2:x", token: "t", json: "{}", createdAt: 1, expiresAt: 2)
         try store.apply([.addOutbound(r), .addToTray(TrayEntry(token: "t", deviceMessageID: "m", payload: "{}", shownAt: 5))])
         #expect(try store.loadOutbound() == [r])
@@ -103,8 +94,8 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         #expect(try store.tray(token: "t").isEmpty)
     }
 
-    @Test func outboundItemsOfTwoDevicesWithOneIDAreTwoItems() throws {
-        let store = try temporaryStore()
+    @Test(arguments: Backend.available) func outboundItemsOfTwoDevicesWithOneIDAreTwoItems(_ backend: Backend) throws {
+        let store = try temporaryStore(backend)
         let a = OutboundRecord(senderID: "1", kind: .upstream, messageID: "1", token: "a", json: "{}", createdAt: 1, expiresAt: 2)
         var b = a
         b.token = "b"
@@ -114,8 +105,8 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         #expect(try store.loadOutbound() == [a])
     }
 
-    @Test func aCollapseOpRemovesOnlyThatTokensMessagesWithTheKey() throws {
-        let store = try temporaryStore()
+    @Test(arguments: Backend.available) func aCollapseOpRemovesOnlyThatTokensMessagesWithTheKey(_ backend: Backend) throws {
+        let store = try temporaryStore(backend)
         try store.apply([.enqueue(message("t", "a", collapseKey: "k"), limits: nil), .enqueue(message("t", "b"), limits: nil),
                          .enqueue(message("u", "c", collapseKey: "k"), limits: nil)])
         try store.apply([.collapse(token: "t", collapseKey: "k")])
@@ -123,8 +114,8 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         #expect(try store.queuedMessages(token: "u").map(\.deviceMessageID) == ["c"])
     }
 
-    @Test func isolatedItemsCommitWhileTheFailingOneRollsBack() throws {
-        let store = try temporaryStore()
+    @Test(arguments: Backend.available) func isolatedItemsCommitWhileTheFailingOneRollsBack(_ backend: Backend) throws {
+        let store = try temporaryStore(backend)
         store.injectFailures { if case .enqueue(let m, _) = $0 { return m.token == "bad" } else { return false } }
         let results = try store.applyIsolated([
             [.enqueue(message("t", "a"), limits: nil)],
@@ -137,16 +128,16 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         #expect(throws: InjectedStoreFailure.self) { try store.apply([.enqueue(message("bad", "e"), limits: nil)]) }
     }
 
-    @Test func aMessageForATokenWithoutADeviceIsRefusedAndStoresNothing() throws {
-        let store = try temporaryStore(devices: ["t"])
+    @Test(arguments: Backend.available) func aMessageForATokenWithoutADeviceIsRefusedAndStoresNothing(_ backend: Backend) throws {
+        let store = try temporaryStore(backend, devices: ["t"])
         #expect(throws: UnknownDevice.self) {
             try store.apply([.enqueue(message("t", "a"), limits: nil), .enqueue(message("nobody", "b"), limits: nil)])
         }
         #expect(try store.queuedMessages(token: "t").isEmpty)  // the batch rolled back as a whole
     }
 
-    @Test func theReinstallMarkerRoundTripsBesideTheState() throws {
-        let store = try temporaryStore(devices: [])
+    @Test(arguments: Backend.available) func theReinstallMarkerRoundTripsBesideTheState(_ backend: Backend) throws {
+        let store = try temporaryStore(backend, devices: [])
         let device = DeviceRecord(token: "t", deviceID: "d", secret: "s", app: "a", platform: .android,
                                   senders: ["1"], createdAt: 1, status: .uninstalled,
                                   state: #"{"foreground":false,"idle":false}"#, replacedBy: "t2")
@@ -154,18 +145,16 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         #expect(try store.loadDevices() == [device])
     }
 
-    @Test func devicesAndSendersSurviveReopening() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-store-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let path = dir.appendingPathComponent("db.sqlite").path
+    @Test(arguments: Backend.available) func devicesAndSendersSurviveReopening(_ backend: Backend) throws {
+        let database = try TestDatabase(backend)
         let device = DeviceRecord(token: "t", deviceID: "d", secret: "s", app: "a", platform: .android,
                                   senders: ["1", "2"], createdAt: 3, state: #"{"idle":true}"#)
         do {
-            let store = try Store(path: path)
+            let store = try database.open()
             try store.apply([.upsertDevice(device), .upsertSender(SenderRecord(senderID: "1", serverKey: "k", createdAt: 1)),
                              .setMeta(key: "virtual_clock_ms", value: "42")])
         }
-        let reopened = try Store(path: path)
+        let reopened = try database.open()
         #expect(try reopened.loadDevices() == [device])
         #expect(try reopened.loadSenders().map(\.senderID) == ["1"])
         #expect(try reopened.meta("virtual_clock_ms") == "42")
@@ -173,8 +162,8 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
 }
 
 @Suite struct GroupCommitterTests {
-    @Test func completionRunsAfterTheCommitIsVisible() async throws {
-        let committer = GroupCommitter(store: try temporaryStore())
+    @Test(arguments: Backend.available) func completionRunsAfterTheCommitIsVisible(_ backend: Backend) async throws {
+        let committer = GroupCommitter(store: try temporaryStore(backend))
         let seen: Int = await withCheckedContinuation { cont in
             committer.submit(.enqueue(message("t", "a"), limits: nil)) { _ in
                 cont.resume(returning: (try? committer.store.queuedMessages(token: "t").count) ?? -1)
@@ -184,10 +173,10 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         await committer.shutdown()
     }
 
-    @Test func writesSubmittedWhileTheWriterIsBusyShareOneTransaction() async throws {
+    @Test(arguments: Backend.available) func writesSubmittedWhileTheWriterIsBusyShareOneTransaction(_ backend: Backend) async throws {
         // A ticketed write waiting out its delay holds the writer: everything submitted meanwhile
         // waits behind it, and the urgent read at the end takes all of it as one batch.
-        let committer = GroupCommitter(store: try temporaryStore(), cancellableDelay: .seconds(3600))
+        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .seconds(3600))
         let n = 2000
         committer.submit([.enqueue(message("h", "held"), limits: nil)], ticket: WriteTicket())
         let done = Atomic<Int>(0)
@@ -203,8 +192,8 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         await committer.shutdown()
     }
 
-    @Test func readsSeeEveryWriteSubmittedBeforeThem() async throws {
-        let committer = GroupCommitter(store: try temporaryStore())
+    @Test(arguments: Backend.available) func readsSeeEveryWriteSubmittedBeforeThem(_ backend: Backend) async throws {
+        let committer = GroupCommitter(store: try temporaryStore(backend))
         for i in 0..<50 { committer.submit(.enqueue(message("t", "m\(i)"), limits: nil)) }
         let count: Int = await withCheckedContinuation { cont in
             committer.afterPendingWrites { cont.resume(returning: (try? committer.store.queuedMessages(token: "t").count) ?? -1) }
@@ -213,8 +202,8 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         await committer.shutdown()
     }
 
-    @Test func aCancelledWriteIsNeverAppliedAndItsCompletionNeverRuns() async throws {
-        let committer = GroupCommitter(store: try temporaryStore(), cancellableDelay: .milliseconds(300))
+    @Test(arguments: Backend.available) func aCancelledWriteIsNeverAppliedAndItsCompletionNeverRuns(_ backend: Backend) async throws {
+        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .milliseconds(300))
         let ticket = WriteTicket()
         let ran = Atomic<Bool>(false)
         committer.submit([.enqueue(message("t", "early"), limits: nil)], ticket: ticket) { _ in
@@ -232,8 +221,8 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         #expect(!completionRan)
     }
 
-    @Test func aDelayedWriteKeepsItsPlaceAndIsCommittedWhenNotCancelled() async throws {
-        let committer = GroupCommitter(store: try temporaryStore(), cancellableDelay: .milliseconds(50))
+    @Test(arguments: Backend.available) func aDelayedWriteKeepsItsPlaceAndIsCommittedWhenNotCancelled(_ backend: Backend) async throws {
+        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .milliseconds(50))
         let ticket = WriteTicket()
         let order = Locked<[String]>([])
         committer.submit([.enqueue(message("t", "first"), limits: nil)], ticket: ticket) { error in
@@ -252,8 +241,8 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         await committer.shutdown()
     }
 
-    @Test func aReaderOrAnUrgentWriteDoesNotWaitOutTheDelayOfWritesAheadOfIt() async throws {
-        let committer = GroupCommitter(store: try temporaryStore(), cancellableDelay: .seconds(60))
+    @Test(arguments: Backend.available) func aReaderOrAnUrgentWriteDoesNotWaitOutTheDelayOfWritesAheadOfIt(_ backend: Backend) async throws {
+        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .seconds(60))
         committer.submit([.enqueue(message("t", "live"), limits: nil)], ticket: WriteTicket())
         // The read must see the write ahead of it, so that write is taken now instead of in 60 s.
         let seen: [String] = await withCheckedContinuation { cont in
@@ -272,8 +261,8 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         await committer.shutdown()
     }
 
-    @Test func shutdownCommitsWhatWasSubmittedAndRefusesMore() async throws {
-        let committer = GroupCommitter(store: try temporaryStore())
+    @Test(arguments: Backend.available) func shutdownCommitsWhatWasSubmittedAndRefusesMore(_ backend: Backend) async throws {
+        let committer = GroupCommitter(store: try temporaryStore(backend))
         for i in 0..<10 { committer.submit(.enqueue(message("t", "m\(i)"), limits: nil)) }
         await committer.shutdown()
         #expect(try committer.store.queuedMessages(token: "t").count == 10)

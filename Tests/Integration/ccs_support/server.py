@@ -8,6 +8,7 @@ hook can kill it if a test run is interrupted: no test leaks a server.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import os
 import signal
@@ -69,6 +70,31 @@ def _tail(path: Path, n: int = 4000) -> str:
     return data[-n:].decode("utf-8", "replace")
 
 
+def postgres_url() -> str | None:
+    """The throwaway PostgreSQL server of scripts/test ($CCS_TEST_POSTGRES_URL), if there is one."""
+    return os.environ.get("CCS_TEST_POSTGRES_URL") or None
+
+
+def create_database(name: str) -> str:
+    """A database of this name on the test PostgreSQL server (made if missing); returns its URL."""
+    base = postgres_url()
+    assert base, "CCS_TEST_POSTGRES_URL is not set (scripts/test starts a throwaway server)"
+    exists = subprocess.run(["psql", base, "-tAc", f"SELECT 1 FROM pg_database WHERE datname = '{name}'"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    if exists != "1":
+        subprocess.run(["psql", base, "-qc", f"CREATE DATABASE {name}"], capture_output=True, text=True, check=True)
+    return base.rsplit("/", 1)[0] + "/" + name
+
+
+def store_args(data_dir: Path) -> list[str]:
+    """`--store URL` when CCS_TEST_STORE=postgres: the whole suite can run on the PostgreSQL backend,
+    one database per data dir (a restart on the same data dir finds its state again)."""
+    if os.environ.get("CCS_TEST_STORE", "sqlite") != "postgres":
+        return []
+    digest = hashlib.sha1(str(Path(data_dir).resolve()).encode()).hexdigest()[:20]
+    return ["--store", create_database("ccs_srv_" + digest)]
+
+
 class EmulatorServer:
     """One run of `ccs-emulator serve` (a context manager; restartable on the same data dir)."""
 
@@ -109,6 +135,8 @@ class EmulatorServer:
             args += ["--auth", self.auth]
         if self.config:
             args += ["--config", str(self.config)]
+        if not any(a == "--store" for a in self.extra_args):
+            args += store_args(self.data_dir)
         args += self.extra_args
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.proc = track(subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out,

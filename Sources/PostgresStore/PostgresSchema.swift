@@ -1,0 +1,152 @@
+/// The PostgreSQL schema: the same tables and columns as the SQLite backend's newest migration, so
+/// that an export (docs/export-format.md) moves between the two backends unchanged.
+enum PostgresSchema {
+    /// The schema an export names: the SQLite backend's newest migration, whose tables these are.
+    /// `ExportTests` checks that both backends name the same one.
+    static let name = "v9: a receipt names the message it is about"
+
+    /// This backend's own migrations, applied in order at start under an advisory lock (nodes that
+    /// start together apply each once). Only append.
+    static let migrations: [String] = [
+        """
+        CREATE TABLE sender (
+          sender_id TEXT PRIMARY KEY NOT NULL,
+          server_key TEXT NOT NULL,
+          created_at BIGINT NOT NULL
+        );
+        CREATE SEQUENCE device_key_seq;
+        CREATE TABLE device (
+          token TEXT PRIMARY KEY NOT NULL,
+          device_id TEXT NOT NULL UNIQUE,
+          secret TEXT NOT NULL,
+          app TEXT NOT NULL,
+          platform TEXT NOT NULL,
+          senders TEXT NOT NULL,
+          created_at BIGINT NOT NULL,
+          status TEXT NOT NULL,
+          state TEXT NOT NULL,
+          replaced_by TEXT,
+          apns_token TEXT,
+          web_subscription TEXT,
+          device_key BIGINT NOT NULL UNIQUE DEFAULT nextval('device_key_seq')
+        );
+        CREATE INDEX device_by_apns_token ON device(apns_token) WHERE apns_token IS NOT NULL;
+        CREATE TABLE queued_message (
+          seq BIGSERIAL PRIMARY KEY,
+          device_key BIGINT NOT NULL,
+          device_message_id TEXT NOT NULL,
+          sender_id TEXT NOT NULL,
+          app_message_id TEXT NOT NULL,
+          collapse_key TEXT,
+          priority TEXT NOT NULL,
+          ttl BIGINT NOT NULL,
+          enqueued_at BIGINT NOT NULL,
+          expires_at BIGINT NOT NULL,
+          receipt BIGINT NOT NULL,
+          delay_while_idle BIGINT NOT NULL,
+          notification BIGINT NOT NULL,
+          kind TEXT NOT NULL,
+          payload TEXT NOT NULL,
+          platform_blocks TEXT,
+          body_id BIGINT
+        );
+        CREATE UNIQUE INDEX queued_message_by_device ON queued_message(device_key, device_message_id);
+        CREATE INDEX queued_message_by_collapse_key ON queued_message(device_key, collapse_key);
+        CREATE INDEX queued_message_by_expiry ON queued_message(expires_at);
+        CREATE INDEX queued_message_by_body ON queued_message(body_id) WHERE body_id IS NOT NULL;
+        CREATE TABLE outbound (
+          seq BIGSERIAL PRIMARY KEY,
+          sender_id TEXT NOT NULL,
+          kind TEXT NOT NULL,
+          message_id TEXT NOT NULL,
+          token TEXT NOT NULL,
+          json TEXT NOT NULL,
+          created_at BIGINT NOT NULL,
+          expires_at BIGINT NOT NULL,
+          about_message_id TEXT
+        );
+        CREATE UNIQUE INDEX outbound_by_id ON outbound(sender_id, kind, token, message_id);
+        CREATE TABLE tray (
+          token TEXT NOT NULL,
+          device_message_id TEXT NOT NULL,
+          payload TEXT NOT NULL,
+          shown_at BIGINT NOT NULL,
+          view TEXT,
+          seq BIGSERIAL NOT NULL,
+          PRIMARY KEY (token, device_message_id)
+        );
+        CREATE TABLE meta (
+          key TEXT PRIMARY KEY NOT NULL,
+          value TEXT NOT NULL
+        );
+        CREATE TABLE topic_subscription (
+          sender_id TEXT NOT NULL,
+          topic TEXT NOT NULL,
+          device_key BIGINT NOT NULL,
+          added_at BIGINT NOT NULL,
+          PRIMARY KEY (sender_id, topic, device_key)
+        );
+        CREATE INDEX topic_subscription_by_device ON topic_subscription(device_key);
+        CREATE TABLE message_body (
+          id BIGSERIAL PRIMARY KEY,
+          payload TEXT NOT NULL,
+          platform_blocks TEXT,
+          expires_at BIGINT NOT NULL
+        );
+        CREATE TABLE device_group (
+          id TEXT PRIMARY KEY NOT NULL,
+          sender_id TEXT NOT NULL,
+          name TEXT NOT NULL,
+          members TEXT NOT NULL,
+          created_at BIGINT NOT NULL
+        );
+        CREATE UNIQUE INDEX device_group_by_name ON device_group(sender_id, name);
+        CREATE TABLE apns_feedback (
+          bundle_id TEXT NOT NULL,
+          device_token TEXT NOT NULL,
+          timestamp BIGINT NOT NULL,
+          PRIMARY KEY (bundle_id, device_token)
+        );
+        """,
+    ]
+
+    /// A column of an exported table: its name and whether it holds text (compared byte-wise in an
+    /// export's order, as SQLite compares, whatever the database's collation).
+    struct Column {
+        var name: String
+        var isText: Bool
+    }
+
+    /// Every exported table's columns in SQLite's order (an export orders rows by them, in turn).
+    /// `tray.seq` is not exported: SQLite keeps that order in its rowid, which is not a column either.
+    static let exportedColumns: [String: [Column]] = {
+        func t(_ n: String) -> Column { Column(name: n, isText: true) }
+        func i(_ n: String) -> Column { Column(name: n, isText: false) }
+        return [
+            "meta": [t("key"), t("value")],
+            "sender": [t("sender_id"), t("server_key"), i("created_at")],
+            "device": [t("token"), t("device_id"), t("secret"), t("app"), t("platform"), t("senders"), i("created_at"),
+                       t("status"), t("state"), t("replaced_by"), t("apns_token"), t("web_subscription"), i("device_key")],
+            "message_body": [i("id"), t("payload"), t("platform_blocks"), i("expires_at")],
+            "queued_message": [i("seq"), i("device_key"), t("device_message_id"), t("sender_id"), t("app_message_id"),
+                               t("collapse_key"), t("priority"), i("ttl"), i("enqueued_at"), i("expires_at"), i("receipt"),
+                               i("delay_while_idle"), i("notification"), t("kind"), t("payload"), t("platform_blocks"),
+                               i("body_id")],
+            "outbound": [i("seq"), t("sender_id"), t("kind"), t("message_id"), t("token"), t("json"), i("created_at"),
+                         i("expires_at"), t("about_message_id")],
+            "tray": [t("token"), t("device_message_id"), t("payload"), i("shown_at"), t("view")],
+            "topic_subscription": [t("sender_id"), t("topic"), i("device_key"), i("added_at")],
+            "device_group": [t("id"), t("sender_id"), t("name"), t("members"), i("created_at")],
+            "apns_feedback": [t("bundle_id"), t("device_token"), i("timestamp")],
+        ]
+    }()
+
+    /// The sequences behind generated keys, moved past the largest key after an import.
+    static let sequences: [(sequence: String, table: String, column: String)] = [
+        ("device_key_seq", "device", "device_key"),
+        ("queued_message_seq_seq", "queued_message", "seq"),
+        ("outbound_seq_seq", "outbound", "seq"),
+        ("tray_seq_seq", "tray", "seq"),
+        ("message_body_id_seq", "message_body", "id"),
+    ]
+}

@@ -1,0 +1,92 @@
+import CCSStore
+import PostgresNIO
+
+/// A topic or condition message written for its whole audience in one transaction, with set-based
+/// statements and the same per-device rules as `enqueue` (the SQLite backend's `fanOut` explains each).
+extension PostgresStore {
+    static func fanOut(_ f: FanOut, in s: BlockingConnection.Session, removals: inout [QueueRemoval]?) throws {
+        let m = f.message
+        try s.execute("CREATE TEMP TABLE IF NOT EXISTS fanout_devices(device_key BIGINT PRIMARY KEY NOT NULL) ON COMMIT DELETE ROWS")
+        try s.execute("DELETE FROM fanout_devices")
+        // The audience's device rows are locked (in key order, so that two fan-outs never deadlock):
+        // a node writing one of these queues meanwhile waits for this commit, so the rules stay exact.
+        switch f.audience {
+        case .subscribers(let sender, let topic):
+            try s.execute("""
+                INSERT INTO fanout_devices(device_key)
+                SELECT d.device_key FROM device d JOIN topic_subscription t ON t.device_key = d.device_key
+                WHERE t.sender_id = $1 AND t.topic = $2 ORDER BY d.device_key FOR NO KEY UPDATE OF d
+                """, binds(sender, topic))
+        case .tokens(let tokens):
+            try s.execute("""
+                INSERT INTO fanout_devices(device_key)
+                SELECT device_key FROM device WHERE token = ANY($1) ORDER BY device_key FOR NO KEY UPDATE
+                ON CONFLICT DO NOTHING
+                """, binds(tokens))
+        }
+        if f.collapseKeyIsApp {
+            try deleteMessages("""
+                DELETE FROM queued_message WHERE kind = 'message'
+                  AND device_key IN (SELECT device_key FROM fanout_devices)
+                  AND collapse_key = (SELECT app FROM device d WHERE d.device_key = queued_message.device_key)
+                """, PostgresBindings(), as: .collapsed, in: s, removals: &removals)
+        } else if let key = m.collapseKey {
+            try deleteMessages("""
+                DELETE FROM queued_message WHERE collapse_key = $1 AND kind = 'message'
+                  AND device_key IN (SELECT device_key FROM fanout_devices)
+                """, binds(key), as: .collapsed, in: s, removals: &removals)
+        }
+        let collapsible = f.collapseKeyIsApp || m.collapseKey != nil
+        if !collapsible {
+            let overflowing = try s.rows("""
+                SELECT q.device_key FROM fanout_devices a JOIN queued_message q ON q.device_key = a.device_key
+                WHERE q.collapse_key IS NULL AND q.kind = 'message'
+                GROUP BY q.device_key HAVING COUNT(*) >= $1
+                """, binds(f.limits.maxNonCollapsible)).map { try $0.makeRandomAccess()[0].decode(Int64.self) }
+            for device in overflowing {
+                try overflow(device: device, notice: f.limits.overflowNotice, in: s, removals: &removals)
+                try s.execute("DELETE FROM fanout_devices WHERE device_key = $1", binds(device))
+            }
+        }
+        let body = try s.rows("INSERT INTO message_body(payload, platform_blocks, expires_at) VALUES ($1, $2, $3) RETURNING id",
+                              binds(m.payload, m.platformBlocks, m.expiresAt))
+            .first.map { try $0.makeRandomAccess()[0].decode(Int64.self) } ?? 0
+        let common = """
+            ON CONFLICT(device_key, device_message_id) DO UPDATE SET sender_id = EXCLUDED.sender_id,
+              app_message_id = EXCLUDED.app_message_id, collapse_key = EXCLUDED.collapse_key, priority = EXCLUDED.priority,
+              ttl = EXCLUDED.ttl, enqueued_at = EXCLUDED.enqueued_at, expires_at = EXCLUDED.expires_at,
+              receipt = EXCLUDED.receipt, delay_while_idle = EXCLUDED.delay_while_idle,
+              notification = EXCLUDED.notification, kind = EXCLUDED.kind, payload = EXCLUDED.payload,
+              platform_blocks = NULL, body_id = EXCLUDED.body_id, seq = nextval('queued_message_seq_seq')
+            """
+        var arguments = binds(m.deviceMessageID, m.senderID, m.appMessageID, m.priority, m.timeToLive, m.enqueuedAt,
+                              m.expiresAt, m.deliveryReceiptRequested ? 1 : 0, m.delayWhileIdle ? 1 : 0,
+                              m.isNotification ? 1 : 0, m.kind.rawValue, body)
+        if f.collapseKeyIsApp {
+            try s.execute("""
+                INSERT INTO queued_message(device_key, device_message_id, sender_id, app_message_id, priority, ttl,
+                  enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload, body_id, collapse_key)
+                SELECT a.device_key, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, '', $12, d.app
+                FROM fanout_devices a JOIN device d ON d.device_key = a.device_key ORDER BY a.device_key
+                """ + common, arguments)
+        } else {
+            arguments.append(m.collapseKey)
+            try s.execute("""
+                INSERT INTO queued_message(device_key, device_message_id, sender_id, app_message_id, priority, ttl,
+                  enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload, body_id, collapse_key)
+                SELECT device_key, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, '', $12, $13::TEXT
+                FROM fanout_devices ORDER BY device_key
+                """ + common, arguments)
+        }
+        if collapsible {
+            let crowded = try s.rows("""
+                SELECT q.device_key FROM fanout_devices a JOIN queued_message q ON q.device_key = a.device_key
+                WHERE q.collapse_key IS NOT NULL AND q.kind = 'message'
+                GROUP BY q.device_key HAVING COUNT(DISTINCT q.collapse_key) > $1
+                """, binds(f.limits.maxCollapseKeys)).map { try $0.makeRandomAccess()[0].decode(Int64.self) }
+            for device in crowded {
+                try trimCollapseKeys(device: device, keeping: f.limits.maxCollapseKeys, in: s, removals: &removals)
+            }
+        }
+    }
+}

@@ -1,0 +1,407 @@
+import CCSStore
+import Locking
+import Logging
+import NIOCore
+import NIOPosix
+import PostgresNIO
+import PushDomain
+import Synchronization
+
+/// Durable state in PostgreSQL: the `Persistence` backend for several nodes on one database
+/// (docs/scaling.md). The same tables as the SQLite backend (`PostgresSchema`), and the same rules:
+/// every batch is one transaction, committed before its completions run; FCM's per-device queue
+/// rules run inside the transaction of the write that triggers them.
+///
+/// Two connections: one for writes (only the group committer's thread writes), one for reads.
+/// Both block the calling thread until PostgreSQL answers, as SQLite's calls do.
+public final class PostgresStore: Persistence {
+    public let url: PostgresURL
+    private let group: MultiThreadedEventLoopGroup
+    let writer: BlockingConnection
+    let reader: BlockingConnection
+
+    /// Opens both connections and applies the migrations not applied yet. `synchronousCommit: false`
+    /// is `--durability normal`: a commit survives the emulator's crash (it is in PostgreSQL's
+    /// memory) but not PostgreSQL's.
+    public init(url: PostgresURL, synchronousCommit: Bool = true, logger: Logger = Logger(label: "ccs-emulator.postgres")) throws {
+        self.url = url
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let setup = ["SET synchronous_commit = \(synchronousCommit ? "on" : "off")", "SET TIME ZONE 'UTC'"]
+        writer = BlockingConnection(url: url, eventLoop: group.next(), setup: setup, logger: logger)
+        reader = BlockingConnection(url: url, eventLoop: group.next(), setup: setup, logger: logger)
+        do {
+            try migrate()
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    private let closed = Atomic<Bool>(false)
+
+    /// Closes both connections and stops their event loop (once). Calls after it fail.
+    public func close() {
+        guard !closed.exchange(true, ordering: .relaxed) else { return }
+        writer.close()
+        reader.close()
+        try? group.syncShutdownGracefully()
+    }
+
+    /// Creates an empty database on the server `server` names (its own database is only where the
+    /// statement runs): for tests and `scripts/cluster`, which give each run a database of its own.
+    public static func createDatabase(named name: String, server: PostgresURL) throws {
+        guard name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+            throw PostgresURL.Invalid(description: "database name \(name): letters, digits and _ only")
+        }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { try? group.syncShutdownGracefully() }
+        let connection = BlockingConnection(url: server, eventLoop: group.next(), setup: [],
+                                            logger: Logger(label: "ccs-emulator.postgres"))
+        defer { connection.close() }
+        _ = try connection.withSession { try $0.execute("CREATE DATABASE \(name)") }
+    }
+
+    /// Deletes every row of the state (`serve --reset-state`): senders, devices, queues, meta. Every
+    /// node on this database sees an empty state after its next restart.
+    public func removeEverything() throws {
+        try inTransaction { s in
+            for table in StoreSnapshot.tables.reversed() { try s.execute("DELETE FROM \(table)") }
+        }
+    }
+
+    /// Applies the migrations not applied yet, in one transaction under an advisory lock: two nodes
+    /// starting on one empty database apply each migration once.
+    private func migrate() throws {
+        try writer.withSession { s in
+            try s.execute("BEGIN")
+            do {
+                try s.execute("SELECT pg_advisory_xact_lock(7305421)")
+                try s.execute("CREATE TABLE IF NOT EXISTS ccs_schema_migration (version BIGINT PRIMARY KEY NOT NULL)")
+                let applied = try s.rows("SELECT COALESCE(MAX(version), 0) FROM ccs_schema_migration")
+                    .first.map { try $0.makeRandomAccess()[0].decode(Int.self) } ?? 0
+                for (index, sql) in PostgresSchema.migrations.enumerated() where index + 1 > applied {
+                    try s.script(sql)
+                    try s.execute("INSERT INTO ccs_schema_migration(version) VALUES ($1)", binds(index + 1))
+                }
+                try s.execute("COMMIT")
+            } catch {
+                _ = try? s.execute("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    // MARK: fault injection
+
+    private struct FailurePredicate: Sendable {
+        let call: @Sendable (StoreOp) -> Bool
+    }
+
+    private struct RemovalObserver: Sendable {
+        let call: @Sendable ([QueueRemoval]) -> Void
+    }
+
+    private let failing = Locked<FailurePredicate?>(nil)
+    private let removalObserver = Locked<RemovalObserver?>(nil)
+    private let failingReads = Atomic<Bool>(false)
+
+    public func observeRemovals(_ observer: (@Sendable ([QueueRemoval]) -> Void)?) {
+        removalObserver.withLock { $0 = observer.map(RemovalObserver.init(call:)) }
+    }
+
+    public func injectFailures(_ predicate: (@Sendable (StoreOp) -> Bool)?) {
+        failing.withLock { $0 = predicate.map(FailurePredicate.init(call:)) }
+    }
+
+    public func injectReadFailures(_ on: Bool) {
+        failingReads.store(on, ordering: .relaxed)
+    }
+
+    func read<T>(_ body: (BlockingConnection.Session) throws -> T) throws -> T {
+        if failingReads.load(ordering: .relaxed) { throw InjectedStoreFailure() }
+        return try reader.withSession(body)
+    }
+
+    // MARK: writes
+
+    public func apply(_ ops: [StoreOp]) throws {
+        let failing = self.failing.withLock { $0 }?.call
+        let observer = removalObserver.withLock { $0 }?.call
+        var removals: [QueueRemoval]? = observer == nil ? nil : []
+        try inTransaction { s in
+            if removals != nil { removals = [] }
+            for op in ops { try Self.apply(op, in: s, failing: failing, removals: &removals) }
+        }
+        if let observer, let removals, !removals.isEmpty { observer(removals) }
+    }
+
+    public func applyIsolated(_ items: [[StoreOp]]) throws -> [Error?] {
+        let failing = self.failing.withLock { $0 }?.call
+        let observer = removalObserver.withLock { $0 }?.call
+        var removals: [QueueRemoval]? = observer == nil ? nil : []
+        var results = [Error?](repeating: nil, count: items.count)
+        try inTransaction { s in
+            if removals != nil { removals = [] }
+            results = [Error?](repeating: nil, count: items.count)
+            for (index, ops) in items.enumerated() {
+                let mark = removals?.count ?? 0
+                try s.execute("SAVEPOINT item")
+                do {
+                    for op in ops { try Self.apply(op, in: s, failing: failing, removals: &removals) }
+                    try s.execute("RELEASE SAVEPOINT item")
+                } catch let error where !s.connection.isClosed && !Self.mustRetry(error) {
+                    results[index] = error
+                    removals?.removeSubrange(mark...)
+                    try s.execute("ROLLBACK TO SAVEPOINT item")
+                    try s.execute("RELEASE SAVEPOINT item")
+                }
+            }
+        }
+        if let observer, let removals, !removals.isEmpty { observer(removals) }
+        return results
+    }
+
+    /// Runs `body` in one transaction on the writer and commits it. A deadlock or serialization
+    /// failure (two nodes writing one device's queue in opposite orders) is PostgreSQL rolling the
+    /// whole transaction back: it runs again, up to three times.
+    private func inTransaction(_ body: (BlockingConnection.Session) throws -> Void) throws {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                try writer.withSession { s in
+                    try s.execute("BEGIN")
+                    do {
+                        try body(s)
+                        try s.execute("COMMIT")
+                    } catch {
+                        if !s.connection.isClosed { _ = try? s.execute("ROLLBACK") }
+                        throw error
+                    }
+                }
+                return
+            } catch let error where Self.mustRetry(error) && attempt < 3 {
+                continue
+            }
+        }
+    }
+
+    /// SQLSTATE 40001 (serialization failure) and 40P01 (deadlock detected): the transaction was
+    /// rolled back whole and may simply run again.
+    static func mustRetry(_ error: any Error) -> Bool {
+        guard let psql = error as? PSQLError, let state = psql.serverInfo?[.sqlState] else { return false }
+        return state == "40001" || state == "40P01"
+    }
+
+    static func apply(_ op: StoreOp, in s: BlockingConnection.Session, failing: (@Sendable (StoreOp) -> Bool)?,
+                      removals: inout [QueueRemoval]?) throws {
+        if let failing, failing(op) { throw InjectedStoreFailure() }
+        switch op {
+        case .upsertSender(let r):
+            try s.execute("""
+                INSERT INTO sender(sender_id, server_key, created_at) VALUES ($1, $2, $3)
+                ON CONFLICT(sender_id) DO UPDATE SET server_key = EXCLUDED.server_key
+                """, binds(r.senderID, r.serverKey, r.createdAt))
+        case .upsertDevice(let d):
+            try s.execute("""
+                INSERT INTO device(token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by,
+                  web_subscription, apns_token)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                ON CONFLICT(token) DO UPDATE SET secret = EXCLUDED.secret, app = EXCLUDED.app,
+                  platform = EXCLUDED.platform, senders = EXCLUDED.senders, status = EXCLUDED.status,
+                  state = EXCLUDED.state, replaced_by = EXCLUDED.replaced_by, web_subscription = EXCLUDED.web_subscription,
+                  apns_token = EXCLUDED.apns_token
+                """, binds(d.token, d.deviceID, d.secret, d.app, d.platform.rawValue, d.senders.joined(separator: ","),
+                           d.createdAt, d.status.rawValue, d.state, d.replacedBy, d.webSubscription?.json.encoded(),
+                           d.apnsToken))
+        case .enqueue(let m, let limits):
+            try enqueue(m, limits: limits, in: s, removals: &removals)
+        case .removeMessage(let token, let id):
+            try s.execute("""
+                DELETE FROM queued_message WHERE device_key = (SELECT device_key FROM device WHERE token = $1)
+                  AND device_message_id = $2
+                """, binds(token, id))
+        case .removeAllMessages(let token):
+            try s.execute("DELETE FROM queued_message WHERE device_key = (SELECT device_key FROM device WHERE token = $1)",
+                          binds(token))
+        case .collapse(let token, let key):
+            if let device = try deviceKey(token: token, in: s) {
+                try collapse(device: device, key: key, in: s, removals: &removals)
+            }
+        case .removeExpired(let now):
+            try deleteMessages("DELETE FROM queued_message WHERE expires_at <= $1", binds(now), as: .expired,
+                               in: s, removals: &removals)
+            try s.execute("DELETE FROM message_body WHERE expires_at <= $1", binds(now))
+        case .addOutbound(let o):
+            try s.execute("""
+                INSERT INTO outbound(sender_id, kind, message_id, token, json, created_at, expires_at, about_message_id)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                ON CONFLICT(sender_id, kind, token, message_id) DO UPDATE SET json = EXCLUDED.json,
+                  created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at,
+                  about_message_id = EXCLUDED.about_message_id, seq = nextval('outbound_seq_seq')
+                """, binds(o.senderID, o.kind.rawValue, o.messageID, o.token, o.json, o.createdAt, o.expiresAt,
+                           o.aboutMessageID))
+        case .removeOutbound(let sender, let kind, let token, let id):
+            try s.execute("DELETE FROM outbound WHERE sender_id = $1 AND kind = $2 AND token = $3 AND message_id = $4",
+                          binds(sender, kind.rawValue, token, id))
+        case .addToTray(let t):
+            try s.execute("""
+                INSERT INTO tray(token, device_message_id, payload, shown_at, view) VALUES ($1, $2, $3, $4, $5)
+                ON CONFLICT(token, device_message_id) DO UPDATE SET payload = EXCLUDED.payload,
+                  shown_at = EXCLUDED.shown_at, view = EXCLUDED.view, seq = nextval('tray_seq_seq')
+                """, binds(t.token, t.deviceMessageID, t.payload, t.shownAt, t.view))
+        case .removeFromTray(let token, let id):
+            try s.execute("DELETE FROM tray WHERE token = $1 AND device_message_id = $2", binds(token, id))
+        case .clearTray(let token):
+            try s.execute("DELETE FROM tray WHERE token = $1", binds(token))
+        case .setMeta(let key, let value):
+            try s.execute("""
+                INSERT INTO meta(key, value) VALUES ($1, $2) ON CONFLICT(key) DO UPDATE SET value = EXCLUDED.value
+                """, binds(key, value))
+        case .upsertDeviceGroup(let g):
+            let members = JSONValue.array(g.members.map(JSONValue.string)).encoded()
+            try s.execute("""
+                INSERT INTO device_group(id, sender_id, name, members, created_at) VALUES ($1, $2, $3, $4, $5)
+                ON CONFLICT(id) DO UPDATE SET name = EXCLUDED.name, members = EXCLUDED.members
+                """, binds(g.id, g.senderID, g.name, members, g.createdAt))
+        case .removeDeviceGroup(let id):
+            try s.execute("DELETE FROM device_group WHERE id = $1", binds(id))
+        case .removeAllDevices:
+            for table in ["device", "queued_message", "outbound", "tray", "topic_subscription", "message_body",
+                          "device_group", "apns_feedback"] {
+                try s.execute("DELETE FROM \(table)")
+            }
+        case .removeSenderData(let sender):
+            for sql in ["DELETE FROM queued_message WHERE sender_id = $1", "DELETE FROM outbound WHERE sender_id = $1",
+                        "DELETE FROM topic_subscription WHERE sender_id = $1", "DELETE FROM device_group WHERE sender_id = $1",
+                        "DELETE FROM tray WHERE token IN (SELECT token FROM device WHERE senders = $1)",
+                        "DELETE FROM queued_message WHERE device_key IN (SELECT device_key FROM device WHERE senders = $1)",
+                        "DELETE FROM topic_subscription WHERE device_key IN (SELECT device_key FROM device WHERE senders = $1)",
+                        "DELETE FROM device WHERE senders = $1"] {
+                try s.execute(sql, binds(sender))
+            }
+        case .subscribe(let subscriptions):
+            for t in subscriptions {
+                try s.execute("""
+                    INSERT INTO topic_subscription(sender_id, topic, device_key, added_at)
+                    SELECT $1, $2, device_key, $3 FROM device WHERE token = $4 ON CONFLICT DO NOTHING
+                    """, binds(t.senderID, t.topic, t.addedAt, t.token))
+            }
+        case .unsubscribe(let sender, let topic, let tokens):
+            try s.execute("""
+                DELETE FROM topic_subscription WHERE sender_id = $1 AND topic = $2
+                  AND device_key IN (SELECT device_key FROM device WHERE token = ANY($3))
+                """, binds(sender, topic, tokens))
+        case .removeSubscriptions(let token):
+            try s.execute("DELETE FROM topic_subscription WHERE device_key = (SELECT device_key FROM device WHERE token = $1)",
+                          binds(token))
+        case .fanOut(let fanOut):
+            try Self.fanOut(fanOut, in: s, removals: &removals)
+        case .addAPNsFeedback(let f):
+            try s.execute("""
+                INSERT INTO apns_feedback(bundle_id, device_token, timestamp) VALUES ($1, $2, $3)
+                ON CONFLICT(bundle_id, device_token) DO UPDATE SET timestamp = EXCLUDED.timestamp
+                """, binds(f.bundleID, f.deviceToken, f.timestamp))
+        case .removeAPNsFeedback(let read):
+            for f in read {
+                try s.execute("DELETE FROM apns_feedback WHERE bundle_id = $1 AND device_token = $2 AND timestamp <= $3",
+                              binds(f.bundleID, f.deviceToken, f.timestamp))
+            }
+        case .removeAPNsFeedbackToken(let bundleID, let token):
+            try s.execute("DELETE FROM apns_feedback WHERE bundle_id = $1 AND device_token = $2", binds(bundleID, token))
+        }
+    }
+
+    /// The device's number, its row locked until the transaction ends: the per-device rules below
+    /// (collapse, the limits) then run for one device at a time across every node writing to it.
+    static func deviceKey(token: String, in s: BlockingConnection.Session) throws -> Int64? {
+        try s.rows("SELECT device_key FROM device WHERE token = $1 FOR NO KEY UPDATE", binds(token))
+            .first.map { try $0.makeRandomAccess()[0].decode(Int64.self) }
+    }
+
+    static func collapse(device: Int64, key: String, in s: BlockingConnection.Session, removals: inout [QueueRemoval]?) throws {
+        try deleteMessages("""
+            DELETE FROM queued_message WHERE device_key = $1 AND collapse_key = $2 AND kind IN ('message', 'apns')
+            """, binds(device, key), as: .collapsed, in: s, removals: &removals)
+    }
+
+    /// A DELETE on the queue; with `removals`, also notes which app messages went and why (the journal).
+    static func deleteMessages(_ sql: String, _ arguments: PostgresBindings, as reason: QueueRemoval.Reason,
+                               in s: BlockingConnection.Session, removals: inout [QueueRemoval]?) throws {
+        guard removals != nil else { try s.execute(sql, arguments); return }
+        let rows = try s.rows(sql + """
+             RETURNING device_message_id, (SELECT token FROM device d WHERE d.device_key = queued_message.device_key), kind, sender_id
+            """, arguments)
+        for row in rows {
+            let r = row.makeRandomAccess()
+            let kind = MessageKind(rawValue: try r[2].decode(String.self)) ?? .message
+            guard kind == .message || kind == .apnsNotification else { continue }
+            removals?.append(QueueRemoval(token: try r[1].decode(String?.self) ?? "", deviceMessageID: try r[0].decode(String.self),
+                                          reason: reason, senderID: try r[3].decode(String.self)))
+        }
+    }
+
+    /// Stores one message for its device; a row with the same id is replaced and goes to the end of
+    /// the queue (as SQLite's INSERT OR REPLACE).
+    static func insert(_ m: QueuedMessage, device: Int64, in s: BlockingConnection.Session) throws {
+        try s.execute("""
+            INSERT INTO queued_message(device_key, device_message_id, sender_id, app_message_id, collapse_key, priority, ttl,
+              enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload, platform_blocks)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+            ON CONFLICT(device_key, device_message_id) DO UPDATE SET sender_id = EXCLUDED.sender_id,
+              app_message_id = EXCLUDED.app_message_id, collapse_key = EXCLUDED.collapse_key, priority = EXCLUDED.priority,
+              ttl = EXCLUDED.ttl, enqueued_at = EXCLUDED.enqueued_at, expires_at = EXCLUDED.expires_at,
+              receipt = EXCLUDED.receipt, delay_while_idle = EXCLUDED.delay_while_idle,
+              notification = EXCLUDED.notification, kind = EXCLUDED.kind, payload = EXCLUDED.payload,
+              platform_blocks = EXCLUDED.platform_blocks, body_id = NULL, seq = nextval('queued_message_seq_seq')
+            """, binds(device, m.deviceMessageID, m.senderID, m.appMessageID, m.collapseKey, m.priority, m.timeToLive,
+                       m.enqueuedAt, m.expiresAt, m.deliveryReceiptRequested ? 1 : 0, m.delayWhileIdle ? 1 : 0,
+                       m.isNotification ? 1 : 0, m.kind.rawValue, m.payload, m.platformBlocks))
+    }
+
+    /// FCM's limit reached: the device's non-collapsible messages go, the notice takes their place (once).
+    static func overflow(device: Int64, notice: QueuedMessage, in s: BlockingConnection.Session,
+                         removals: inout [QueueRemoval]?) throws {
+        try deleteMessages("DELETE FROM queued_message WHERE device_key = $1 AND collapse_key IS NULL AND kind = 'message'",
+                           binds(device), as: .discarded, in: s, removals: &removals)
+        let notices = try count("SELECT COUNT(*) FROM queued_message WHERE device_key = $1 AND kind = 'deleted_messages'",
+                                binds(device), in: s)
+        if notices == 0 { try insert(notice, device: device, in: s) }
+    }
+
+    static func count(_ sql: String, _ arguments: PostgresBindings, in s: BlockingConnection.Session) throws -> Int {
+        try s.rows(sql, arguments).first.map { try $0.makeRandomAccess()[0].decode(Int.self) } ?? 0
+    }
+
+    private static func enqueue(_ m: QueuedMessage, limits: QueueLimits?, in s: BlockingConnection.Session,
+                                removals: inout [QueueRemoval]?) throws {
+        guard let device = try deviceKey(token: m.token, in: s) else { throw UnknownDevice(token: m.token) }
+        if let key = m.collapseKey { try collapse(device: device, key: key, in: s, removals: &removals) }
+        guard let limits else { return try insert(m, device: device, in: s) }
+        if m.collapseKey == nil {
+            let stored = try count("""
+                SELECT COUNT(*) FROM queued_message WHERE device_key = $1 AND collapse_key IS NULL AND kind = 'message'
+                """, binds(device), in: s)
+            if stored >= limits.maxNonCollapsible {
+                removals?.append(QueueRemoval(token: m.token, deviceMessageID: m.deviceMessageID, reason: .discarded,
+                                              senderID: m.senderID, onArrival: true))
+                return try overflow(device: device, notice: limits.overflowNotice, in: s, removals: &removals)
+            }
+            return try insert(m, device: device, in: s)
+        }
+        try insert(m, device: device, in: s)
+        try trimCollapseKeys(device: device, keeping: limits.maxCollapseKeys, in: s, removals: &removals)
+    }
+
+    /// At most `keeping` collapse keys per device: the oldest keys' messages go.
+    static func trimCollapseKeys(device: Int64, keeping: Int, in s: BlockingConnection.Session,
+                                 removals: inout [QueueRemoval]?) throws {
+        let keys = try s.rows("""
+            SELECT collapse_key FROM queued_message WHERE device_key = $1 AND collapse_key IS NOT NULL AND kind IN ('message', 'apns')
+            GROUP BY collapse_key ORDER BY MIN(seq)
+            """, binds(device)).map { try $0.makeRandomAccess()[0].decode(String.self) }
+        for key in keys.dropLast(keeping) { try collapse(device: device, key: key, in: s, removals: &removals) }
+    }
+}
