@@ -180,6 +180,7 @@ public final class Emulator: Sendable {
         }
 
         let store: any Persistence
+        var cluster: PostgresCluster?
         if let postgresURL {
             do {
                 let postgres = try PostgresStore(url: postgresURL, synchronousCommit: config.durability == .full, logger: logger)
@@ -188,6 +189,9 @@ public final class Emulator: Sendable {
                     logger.notice("--reset-state: deleted the state in \(postgresURL) (every node's)")
                 }
                 store = postgres
+                // Every node on the database is one service (docs/scaling.md); alone, a cluster of one.
+                cluster = try PostgresCluster(store: postgres, logger: logger)
+                logger.notice("state in \(postgresURL), node \(postgres.nodeID)")
             } catch let error as ConfigurationError {
                 throw error
             } catch {
@@ -230,7 +234,8 @@ public final class Emulator: Sendable {
         let journal = config.journal ? try openJournal(path: dataDir + "/journal.sqlite", config: config, logger: logger) : nil
         let prometheus = PrometheusMetrics()
         let engine = try Engine(committer: committer, clock: clock, configuration: engineConfiguration, journal: journal,
-                                metrics: prometheus.engineMetrics, logger: logger)
+                                metrics: prometheus.engineMetrics, cluster: cluster, logger: logger)
+        cluster?.start(events: engine)
 
         // TLS: the given certificate, or the development CA's.
         let certPath: String, keyPath: String, caPath: String
@@ -401,6 +406,7 @@ public final class Emulator: Sendable {
         } catch {
             for c in channels { try? await c.close() }
             try? await group.shutdownGracefully()
+            cluster?.stop()
             await committer.shutdown()
             (store as? PostgresStore)?.close()
             journal?.shutdown()
@@ -481,6 +487,8 @@ public final class Emulator: Sendable {
         if let virtual = engine.clock as? VirtualClock {
             engine.committer.submit(.setMeta(key: VirtualClock.metaKey, value: String(virtual.nowMillis())))
         }
+        // The other nodes take over this node's devices and items at once, instead of after its lease.
+        engine.cluster?.stop()
         // The store first: its last completions still hop to the event loops.
         await engine.committer.shutdown()
         engine.journal?.shutdown()

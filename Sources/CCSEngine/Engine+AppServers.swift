@@ -69,6 +69,7 @@ extension Engine {
         }
         guard let sends = result else { return false }
         perform(sends)
+        cluster?.claimOutbound(senderID: info.senderID)
         return true
     }
 
@@ -86,23 +87,30 @@ extension Engine {
 
     /// The connection is gone: whatever it had not ACKed goes to the sender's other connections.
     public func connectionClosed(id: String) {
+        var released: [OutboundRecord] = []
         let sends = state.withLock { s -> [Send] in
             guard let entry = s.connections.removeValue(forKey: id) else { return [] }
             let sender = entry.info.senderID
             s.connectionsBySender[sender]?.removeAll { $0 == id }
             requeue(entry.inFlight.values.map(\.record), sender: sender, &s)
+            released = releasableOutbound(sender: sender, &s)
             return dispatchOutbound(sender: sender, &s)
         }
+        if !released.isEmpty { cluster?.releaseOutbound(released) }
         perform(sends)
     }
 
     /// Draining: the connection takes no new outbound traffic; what it holds unACKed stays there
     /// until it ACKs or closes.
     public func connectionDraining(id: String) {
+        var released: [OutboundRecord] = []
         let sends = state.withLock { s -> [Send] in
             guard let sender = s.connections[id]?.info.senderID else { return [] }
-            return dispatchOutbound(sender: sender, &s)
+            let sends = dispatchOutbound(sender: sender, &s)
+            released = releasableOutbound(sender: sender, &s)
+            return sends
         }
+        if !released.isEmpty { cluster?.releaseOutbound(released) }
         perform(sends)
     }
 

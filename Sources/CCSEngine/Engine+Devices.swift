@@ -164,6 +164,12 @@ extension Engine {
         }
         previous?.close()
         deliverBacklog(token: token, link: link)
+        // In a cluster the backlog is read once more after the presence is recorded: a message
+        // another node commits later is announced here, and one it committed before is in that read
+        // (what the first read handed over is not handed over twice).
+        cluster?.deviceOnline(token: token) { [self] in
+            if state.withLock({ $0.online[token]?.link === link }) { deliverBacklog(token: token, link: link) }
+        }
     }
 
     /// Reads the queue (after every write submitted so far) and hands over what the device may take
@@ -205,7 +211,9 @@ extension Engine {
         let platform = s.online[token]?.platform
         let deviceState = s.deviceStates[token] ?? DeviceState()
         var deliveries: [DeviceDelivery] = []
-        for m in messages where deviceState.admits(m, platform: platform) {
+        // A message already on this connection is not handed over twice (a backlog read and a hand-over
+        // after a commit may both hold it).
+        for m in messages where deviceState.admits(m, platform: platform) && s.online[token]?.inFlight[m.deviceMessageID] == nil {
             let d = DeviceDelivery(message: m, toTray: m.kind == .message && m.isNotification && !deviceState.foreground)
             s.online[token]?.inFlight[m.deviceMessageID] = InFlightDownstream(message: m, toTray: d.toTray, early: early)
             deliveries.append(d)
@@ -245,9 +253,12 @@ extension Engine {
     }
 
     public func deviceDisconnected(token: String, link: any DeviceLink) {
-        state.withLock { s in
-            if let online = s.online[token], online.link === link { s.online.removeValue(forKey: token) }
+        let removed = state.withLock { s -> Bool in
+            guard let online = s.online[token], online.link === link else { return false }
+            s.online.removeValue(forKey: token)
+            return true
         }
+        if removed { cluster?.deviceOffline(token: token) }
     }
 
     /// The device confirmed a message: it leaves the queue for good; a requested delivery receipt goes

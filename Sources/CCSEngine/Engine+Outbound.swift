@@ -114,7 +114,14 @@ extension Engine {
     /// A committed outbound message joins its sender's queue and goes out if a window is free.
     func enqueueOutbound(_ record: OutboundRecord) {
         var dropped: [OutboundRecord] = []
+        var released = false
         let sends = state.withLock { s -> [Send] in
+            if cluster != nil && !Self.hasOpenConnection(sender: record.senderID, s) {
+                // Another node may have a connection of the sender: it takes the item from the store.
+                Self.releaseUpstreamID(of: record, &s)
+                released = true
+                return []
+            }
             s.outboundPending[record.senderID, default: []].append(record)
             let sends = dispatchOutbound(sender: record.senderID, &s)
             while let count = s.outboundPending[record.senderID]?.count, count > configuration.maxPendingOutboundPerSender,
@@ -124,12 +131,27 @@ extension Engine {
             }
             return sends
         }
+        if released { cluster?.releaseOutbound([record]) }
         perform(sends)
         if !dropped.isEmpty {
             logger.warning("outbound queue full: dropped the oldest", metadata: ["sender": "\(record.senderID)", "count": "\(dropped.count)"])
             let now = clock.nowMillis()
             for r in dropped { outboundDropped(r, now: now, error: "TOO_MANY_MESSAGES") }
         }
+    }
+
+    /// Whether the sender has a connection here that takes outbound traffic (one not draining).
+    static func hasOpenConnection(sender: String, _ s: State) -> Bool {
+        (s.connectionsBySender[sender] ?? []).contains { s.connections[$0]?.link.isDraining == false }
+    }
+
+    /// In a cluster: when the sender has no open connection here any more, what waits here for it is
+    /// given up to the other nodes (taken out of this node's state; the caller releases the records).
+    func releasableOutbound(sender: String, _ s: inout State) -> [OutboundRecord] {
+        guard cluster != nil, !Self.hasOpenConnection(sender: sender, s),
+              let queue = s.outboundPending.removeValue(forKey: sender) else { return [] }
+        for r in queue { Self.releaseUpstreamID(of: r, &s) }
+        return Array(queue)
     }
 
     /// Puts records back at the front of the sender's queue, oldest first.

@@ -184,6 +184,8 @@ public final class Engine: Sendable {
     /// Counters and histograms for `/metrics` (nil: not counted).
     public let metrics: EngineMetrics?
     public var store: any Persistence { committer.store }
+    /// The other nodes on a shared store (docs/scaling.md); nil: this node is the whole service.
+    public let cluster: (any ClusterCoordinator)?
     let logger: Logger
     let state: Locked<State>
     /// Messages the store dropped as they arrived (the 100-message limit): their commit is no `stored`.
@@ -193,9 +195,10 @@ public final class Engine: Sendable {
     let removalsToJournal = Locked<[QueueRemoval]>([])
 
     public init(committer: GroupCommitter, clock: any EngineClock, configuration: Configuration,
-                journal: MessageJournal? = nil, metrics: EngineMetrics? = nil,
+                journal: MessageJournal? = nil, metrics: EngineMetrics? = nil, cluster: (any ClusterCoordinator)? = nil,
                 logger: Logger = Logger(label: "ccs.engine")) throws {
         self.committer = committer
+        self.cluster = cluster
         self.journal = journal
         self.metrics = metrics
         self.clock = clock
@@ -230,7 +233,9 @@ public final class Engine: Sendable {
         }
         s.groups = DeviceGroupRegistry(try committer.store.loadDeviceGroups())
         s.lastMicros = try committer.store.largestMessageMicros()
-        for record in try committer.store.loadOutbound() {
+        // In a cluster, upstream messages and receipts are taken from the store when an app server
+        // connects (`ClusterCoordinator.claimOutbound`): another node may be sending them now.
+        for record in cluster == nil ? try committer.store.loadOutbound() : [] {
             s.outboundPending[record.senderID, default: []].append(record)
             if record.kind == .upstream {
                 s.upstreamIDs[UpstreamHolder(sender: record.senderID, token: record.token), default: []].insert(record.messageID)

@@ -16,6 +16,11 @@ public protocol Persistence: Sendable {
     func loadSenders() throws -> [SenderRecord]
     func loadDevices() throws -> [DeviceRecord]
     func loadDeviceGroups() throws -> [DeviceGroupRecord]
+    /// One row each, for a node that learns another node changed it (nil: there is none).
+    func device(token: String) throws -> DeviceRecord?
+    func sender(id: String) throws -> SenderRecord?
+    func deviceGroup(id: String) throws -> DeviceGroupRecord?
+    func subscriptions(token: String) throws -> [TopicSubscription]
     /// Every topic subscription, for the engine's registry at start.
     func loadSubscriptions() throws -> [TopicSubscription]
     /// Every message waiting for an app server, oldest first.

@@ -519,32 +519,70 @@ public final class Store: Sendable {
 
     public func loadDevices() throws -> [DeviceRecord] {
         try read { db in
+            try Row.fetchAll(db, sql: "SELECT \(Self.deviceColumns) FROM device ORDER BY created_at, token").map(Self.device(from:))
+        }
+    }
+
+    public func device(token: String) throws -> DeviceRecord? {
+        try read { db in
+            try Row.fetchOne(db, sql: "SELECT \(Self.deviceColumns) FROM device WHERE token = ?", arguments: [token])
+                .map(Self.device(from:))
+        }
+    }
+
+    static let deviceColumns = """
+        token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by, web_subscription, apns_token
+        """
+
+    private static func device(from row: Row) -> DeviceRecord {
+        let senders: String = row[5]
+        let subscription: String? = row[10]
+        return DeviceRecord(token: row[0], deviceID: row[1], secret: row[2], app: row[3],
+                            platform: Platform(rawValue: row[4]) ?? .android,
+                            senders: senders.split(separator: ",").map(String.init),
+                            createdAt: row[6], status: DeviceStatus(rawValue: row[7]) ?? .uninstalled,
+                            state: row[8], replacedBy: row[9],
+                            webSubscription: subscription.flatMap { try? JSONValue.parse($0) }
+                                .flatMap { try? WebPushSubscription.parse($0).get() },
+                            apnsToken: row[11])
+    }
+
+    public func sender(id: String) throws -> SenderRecord? {
+        try read { db in
+            try Row.fetchOne(db, sql: "SELECT sender_id, server_key, created_at FROM sender WHERE sender_id = ?", arguments: [id])
+                .map { SenderRecord(senderID: $0[0], serverKey: $0[1], createdAt: $0[2]) }
+        }
+    }
+
+    public func deviceGroup(id: String) throws -> DeviceGroupRecord? {
+        try read { db in
+            try Row.fetchOne(db, sql: "SELECT id, sender_id, name, members, created_at FROM device_group WHERE id = ?",
+                             arguments: [id]).map(Self.group(from:))
+        }
+    }
+
+    public func subscriptions(token: String) throws -> [TopicSubscription] {
+        try read { db in
             try Row.fetchAll(db, sql: """
-                SELECT token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by,
-                  web_subscription, apns_token FROM device ORDER BY created_at, token
-                """).map { row in
-                let senders: String = row[5]
-                let subscription: String? = row[10]
-                return DeviceRecord(token: row[0], deviceID: row[1], secret: row[2], app: row[3],
-                                    platform: Platform(rawValue: row[4]) ?? .android,
-                                    senders: senders.split(separator: ",").map(String.init),
-                                    createdAt: row[6], status: DeviceStatus(rawValue: row[7]) ?? .uninstalled,
-                                    state: row[8], replacedBy: row[9],
-                                    webSubscription: subscription.flatMap { try? JSONValue.parse($0) }
-                                        .flatMap { try? WebPushSubscription.parse($0).get() },
-                                    apnsToken: row[11])
+                SELECT s.sender_id, s.topic, d.token, s.added_at FROM topic_subscription s JOIN device d ON d.device_key = s.device_key
+                WHERE d.token = ?
+                """, arguments: [token]).map {
+                TopicSubscription(senderID: $0[0], topic: $0[1], token: $0[2], addedAt: $0[3])
             }
         }
     }
 
     public func loadDeviceGroups() throws -> [DeviceGroupRecord] {
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT id, sender_id, name, members, created_at FROM device_group ORDER BY created_at, id").map { row in
-                let text: String = row[3]
-                let members = ((try? JSONValue.parse(text))?.arrayValue ?? []).compactMap(\.stringValue)
-                return DeviceGroupRecord(id: row[0], senderID: row[1], name: row[2], members: members, createdAt: row[4])
-            }
+            try Row.fetchAll(db, sql: "SELECT id, sender_id, name, members, created_at FROM device_group ORDER BY created_at, id")
+                .map(Self.group(from:))
         }
+    }
+
+    private static func group(from row: Row) -> DeviceGroupRecord {
+        let text: String = row[3]
+        let members = ((try? JSONValue.parse(text))?.arrayValue ?? []).compactMap(\.stringValue)
+        return DeviceGroupRecord(id: row[0], senderID: row[1], name: row[2], members: members, createdAt: row[4])
     }
 
     /// The device's queue in arrival order.

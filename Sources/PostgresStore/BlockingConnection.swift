@@ -69,13 +69,21 @@ final class BlockingConnection: Sendable {
 
         /// The rows of one statement with `$1…` parameters.
         func rows(_ sql: String, _ binds: PostgresBindings = PostgresBindings()) throws -> [PostgresRow] {
-            try connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger).wait().rows
+            try run(sql, binds).rows
         }
 
         /// One statement with `$1…` parameters; the number of rows it changed.
         @discardableResult
         func execute(_ sql: String, _ binds: PostgresBindings = PostgresBindings()) throws -> Int {
-            try connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger).wait().metadata.rows ?? 0
+            try run(sql, binds).metadata.rows ?? 0
+        }
+
+        private func run(_ sql: String, _ binds: PostgresBindings) throws -> PostgresQueryResult {
+            do {
+                return try connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger).wait()
+            } catch let error as PSQLError {
+                throw PostgresFailure(error, sql: sql)
+            }
         }
 
         /// Several statements without parameters, one after another (DDL). The driver speaks only the
@@ -96,4 +104,28 @@ func binds(_ values: (any PostgresDynamicTypeEncodable)?...) -> PostgresBindings
         if let value { b.append(value) } else { b.appendNull() }
     }
     return b
+}
+
+/// A failed statement, said plainly: PostgreSQL's SQLSTATE and message (postgres-nio's own error
+/// prints a generic text, so that a query's values never reach a log by accident: the statement
+/// here has `$n` placeholders, never values).
+public struct PostgresFailure: Error, CustomStringConvertible {
+    /// SQLSTATE (`40P01`, `23505`, …); nil when the connection failed rather than the statement.
+    public var sqlState: String?
+    public var message: String
+    public var statement: String
+
+    init(_ error: PSQLError, sql: String) {
+        sqlState = error.serverInfo?[.sqlState]
+        if let server = error.serverInfo?[.message] {
+            message = server + (error.serverInfo?[.detail].map { " (\($0))" } ?? "")
+        } else {
+            message = "\(error.code)"
+        }
+        statement = sql.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+    }
+
+    public var description: String {
+        "PostgreSQL: \(message)\(sqlState.map { " [SQLSTATE \($0)]" } ?? "") in: \(statement.prefix(300))"
+    }
 }

@@ -108,6 +108,27 @@ enum PostgresSchema {
           PRIMARY KEY (bundle_id, device_token)
         );
         """,
+        // Several nodes on one database (docs/scaling.md): each node's lease, which node holds each
+        // connected device, and which node holds each upstream message or receipt (`owner`: NULL or
+        // a node whose lease ran out means no node does, and any node with the sender may take it).
+        // Times come from PostgreSQL's clock (`ccs_now_ms`), never a node's: nodes' clocks may differ.
+        """
+        CREATE FUNCTION ccs_now_ms() RETURNS BIGINT AS 'SELECT (extract(epoch from clock_timestamp()) * 1000)::BIGINT'
+          LANGUAGE SQL VOLATILE;
+        CREATE TABLE cluster_node (
+          id TEXT PRIMARY KEY NOT NULL,
+          started_at BIGINT NOT NULL,
+          lease_until BIGINT NOT NULL
+        );
+        CREATE TABLE device_presence (
+          token TEXT PRIMARY KEY NOT NULL,
+          node TEXT NOT NULL,
+          since BIGINT NOT NULL
+        );
+        CREATE INDEX device_presence_by_node ON device_presence(node);
+        ALTER TABLE outbound ADD COLUMN owner TEXT;
+        CREATE INDEX outbound_by_sender ON outbound(sender_id);
+        """,
     ]
 
     /// A column of an exported table: its name and whether it holds text (compared byte-wise in an

@@ -4,7 +4,7 @@ import PostgresNIO
 /// A topic or condition message written for its whole audience in one transaction, with set-based
 /// statements and the same per-device rules as `enqueue` (the SQLite backend's `fanOut` explains each).
 extension PostgresStore {
-    static func fanOut(_ f: FanOut, in s: BlockingConnection.Session, removals: inout [QueueRemoval]?) throws {
+    static func fanOut(_ f: FanOut, in s: BlockingConnection.Session, node: String, removals: inout [QueueRemoval]?) throws {
         let m = f.message
         try s.execute("CREATE TEMP TABLE IF NOT EXISTS fanout_devices(device_key BIGINT PRIMARY KEY NOT NULL) ON COMMIT DELETE ROWS")
         try s.execute("DELETE FROM fanout_devices")
@@ -68,7 +68,7 @@ extension PostgresStore {
                   enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload, body_id, collapse_key)
                 SELECT a.device_key, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, '', $12, d.app
                 FROM fanout_devices a JOIN device d ON d.device_key = a.device_key ORDER BY a.device_key
-                """ + common, arguments)
+                """ + "\n" + common, arguments)
         } else {
             arguments.append(m.collapseKey)
             try s.execute("""
@@ -76,7 +76,7 @@ extension PostgresStore {
                   enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload, body_id, collapse_key)
                 SELECT device_key, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, '', $12, $13::TEXT
                 FROM fanout_devices ORDER BY device_key
-                """ + common, arguments)
+                """ + "\n" + common, arguments)
         }
         if collapsible {
             let crowded = try s.rows("""
@@ -88,5 +88,12 @@ extension PostgresStore {
                 try trimCollapseKeys(device: device, keeping: f.limits.maxCollapseKeys, in: s, removals: &removals)
             }
         }
+        // The audience's devices connected to other nodes: those nodes hand the message over.
+        try s.execute("""
+            SELECT pg_notify('\(PostgresCluster.nodeChannelPrefix)' || p.node, p.token)
+            FROM fanout_devices a JOIN device d ON d.device_key = a.device_key JOIN device_presence p ON p.token = d.token
+              JOIN cluster_node n ON n.id = p.node
+            WHERE p.node <> $1 AND n.lease_until > ccs_now_ms()
+            """, binds(node))
     }
 }

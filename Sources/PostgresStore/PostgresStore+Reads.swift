@@ -16,48 +16,85 @@ extension PostgresStore {
 
     public func loadDevices() throws -> [DeviceRecord] {
         try read { s in
-            try s.rows("""
-                SELECT token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by,
-                  web_subscription, apns_token FROM device ORDER BY created_at, token COLLATE "C"
-                """).map { row in
+            try s.rows("SELECT \(Self.deviceColumns) FROM device ORDER BY created_at, token COLLATE \"C\"").map(Self.device(from:))
+        }
+    }
+
+    public func device(token: String) throws -> DeviceRecord? {
+        try read { s in try s.rows("SELECT \(Self.deviceColumns) FROM device WHERE token = $1", binds(token)).first.map(Self.device(from:)) }
+    }
+
+    static let deviceColumns = """
+        token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by, web_subscription, apns_token
+        """
+
+    static func device(from row: PostgresRow) throws -> DeviceRecord {
+        let r = row.makeRandomAccess()
+        let senders = try r[5].decode(String.self)
+        let subscription = try r[10].decode(String?.self)
+        return DeviceRecord(token: try r[0].decode(String.self), deviceID: try r[1].decode(String.self),
+                            secret: try r[2].decode(String.self), app: try r[3].decode(String.self),
+                            platform: Platform(rawValue: try r[4].decode(String.self)) ?? .android,
+                            senders: senders.split(separator: ",").map(String.init),
+                            createdAt: try r[6].decode(Int64.self),
+                            status: DeviceStatus(rawValue: try r[7].decode(String.self)) ?? .uninstalled,
+                            state: try r[8].decode(String.self), replacedBy: try r[9].decode(String?.self),
+                            webSubscription: subscription.flatMap { try? JSONValue.parse($0) }
+                                .flatMap { try? WebPushSubscription.parse($0).get() },
+                            apnsToken: try r[11].decode(String?.self))
+    }
+
+    public func sender(id: String) throws -> SenderRecord? {
+        try read { s in
+            try s.rows("SELECT sender_id, server_key, created_at FROM sender WHERE sender_id = $1", binds(id)).first.map { row in
                 let r = row.makeRandomAccess()
-                let senders = try r[5].decode(String.self)
-                let subscription = try r[10].decode(String?.self)
-                return DeviceRecord(token: try r[0].decode(String.self), deviceID: try r[1].decode(String.self),
-                                    secret: try r[2].decode(String.self), app: try r[3].decode(String.self),
-                                    platform: Platform(rawValue: try r[4].decode(String.self)) ?? .android,
-                                    senders: senders.split(separator: ",").map(String.init),
-                                    createdAt: try r[6].decode(Int64.self),
-                                    status: DeviceStatus(rawValue: try r[7].decode(String.self)) ?? .uninstalled,
-                                    state: try r[8].decode(String.self), replacedBy: try r[9].decode(String?.self),
-                                    webSubscription: subscription.flatMap { try? JSONValue.parse($0) }
-                                        .flatMap { try? WebPushSubscription.parse($0).get() },
-                                    apnsToken: try r[11].decode(String?.self))
+                return SenderRecord(senderID: try r[0].decode(String.self), serverKey: try r[1].decode(String.self),
+                                    createdAt: try r[2].decode(Int64.self))
             }
         }
     }
 
     public func loadDeviceGroups() throws -> [DeviceGroupRecord] {
         try read { s in
-            try s.rows("SELECT id, sender_id, name, members, created_at FROM device_group ORDER BY created_at, id COLLATE \"C\"").map { row in
-                let r = row.makeRandomAccess()
-                let members = ((try? JSONValue.parse(try r[3].decode(String.self)))?.arrayValue ?? []).compactMap(\.stringValue)
-                return DeviceGroupRecord(id: try r[0].decode(String.self), senderID: try r[1].decode(String.self),
-                                         name: try r[2].decode(String.self), members: members,
-                                         createdAt: try r[4].decode(Int64.self))
-            }
+            try s.rows("SELECT id, sender_id, name, members, created_at FROM device_group ORDER BY created_at, id COLLATE \"C\"")
+                .map(Self.group(from:))
         }
+    }
+
+    public func deviceGroup(id: String) throws -> DeviceGroupRecord? {
+        try read { s in
+            try s.rows("SELECT id, sender_id, name, members, created_at FROM device_group WHERE id = $1", binds(id))
+                .first.map(Self.group(from:))
+        }
+    }
+
+    static func group(from row: PostgresRow) throws -> DeviceGroupRecord {
+        let r = row.makeRandomAccess()
+        let members = ((try? JSONValue.parse(try r[3].decode(String.self)))?.arrayValue ?? []).compactMap(\.stringValue)
+        return DeviceGroupRecord(id: try r[0].decode(String.self), senderID: try r[1].decode(String.self),
+                                 name: try r[2].decode(String.self), members: members, createdAt: try r[4].decode(Int64.self))
+    }
+
+    public func subscriptions(token: String) throws -> [TopicSubscription] {
+        try read { s in
+            try s.rows("""
+                SELECT s.sender_id, s.topic, d.token, s.added_at FROM topic_subscription s JOIN device d ON d.device_key = s.device_key
+                WHERE d.token = $1
+                """, binds(token)).map(Self.subscription(from:))
+        }
+    }
+
+    static func subscription(from row: PostgresRow) throws -> TopicSubscription {
+        let r = row.makeRandomAccess()
+        return TopicSubscription(senderID: try r[0].decode(String.self), topic: try r[1].decode(String.self),
+                                 token: try r[2].decode(String.self), addedAt: try r[3].decode(Int64.self))
     }
 
     public func loadSubscriptions() throws -> [TopicSubscription] {
         try read { s in
             try s.rows("""
                 SELECT s.sender_id, s.topic, d.token, s.added_at FROM topic_subscription s JOIN device d ON d.device_key = s.device_key
-                """).map { row in
-                let r = row.makeRandomAccess()
-                return TopicSubscription(senderID: try r[0].decode(String.self), topic: try r[1].decode(String.self),
-                                         token: try r[2].decode(String.self), addedAt: try r[3].decode(Int64.self))
-            }
+                """).map(Self.subscription(from:))
         }
     }
 

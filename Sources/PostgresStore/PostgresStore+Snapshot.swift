@@ -65,8 +65,8 @@ extension PostgresStore {
                         let placeholders = (1...max(columns.count, 1)).map { "$\($0)" }.prefix(columns.count).joined(separator: ", ")
                         do {
                             try s.execute("INSERT INTO \(name) (\(columns.joined(separator: ", "))) VALUES (\(placeholders))", bindings)
-                        } catch let error as PSQLError {
-                            throw StoreSnapshot.ImportError("\(name)[\(index)]: \(error.serverInfo?[.message] ?? "\(error.code)")")
+                        } catch let error as PostgresFailure {
+                            throw StoreSnapshot.ImportError("\(name)[\(index)]: \(error.message)")
                         }
                     }
                 }

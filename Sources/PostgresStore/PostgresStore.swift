@@ -16,7 +16,10 @@ import Synchronization
 /// Both block the calling thread until PostgreSQL answers, as SQLite's calls do.
 public final class PostgresStore: Persistence {
     public let url: PostgresURL
-    private let group: MultiThreadedEventLoopGroup
+    /// This node's id (16 lower-case hex digits, new each run): it owns the upstream messages and
+    /// receipts it writes, and other nodes ignore the registry changes it announces.
+    public let nodeID: String
+    let group: MultiThreadedEventLoopGroup
     let writer: BlockingConnection
     let reader: BlockingConnection
 
@@ -25,6 +28,7 @@ public final class PostgresStore: Persistence {
     /// memory) but not PostgreSQL's.
     public init(url: PostgresURL, synchronousCommit: Bool = true, logger: Logger = Logger(label: "ccs-emulator.postgres")) throws {
         self.url = url
+        nodeID = String(UInt64.random(in: 1 ... .max), radix: 16).leftPadded(to: 16)
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let setup = ["SET synchronous_commit = \(synchronousCommit ? "on" : "off")", "SET TIME ZONE 'UTC'"]
         writer = BlockingConnection(url: url, eventLoop: group.next(), setup: setup, logger: logger)
@@ -132,7 +136,7 @@ public final class PostgresStore: Persistence {
         var removals: [QueueRemoval]? = observer == nil ? nil : []
         try inTransaction { s in
             if removals != nil { removals = [] }
-            for op in ops { try Self.apply(op, in: s, failing: failing, removals: &removals) }
+            for op in ops { try Self.apply(op, in: s, node: nodeID, failing: failing, removals: &removals) }
         }
         if let observer, let removals, !removals.isEmpty { observer(removals) }
     }
@@ -149,7 +153,7 @@ public final class PostgresStore: Persistence {
                 let mark = removals?.count ?? 0
                 try s.execute("SAVEPOINT item")
                 do {
-                    for op in ops { try Self.apply(op, in: s, failing: failing, removals: &removals) }
+                    for op in ops { try Self.apply(op, in: s, node: nodeID, failing: failing, removals: &removals) }
                     try s.execute("RELEASE SAVEPOINT item")
                 } catch let error where !s.connection.isClosed && !Self.mustRetry(error) {
                     results[index] = error
@@ -191,13 +195,19 @@ public final class PostgresStore: Persistence {
     /// SQLSTATE 40001 (serialization failure) and 40P01 (deadlock detected): the transaction was
     /// rolled back whole and may simply run again.
     static func mustRetry(_ error: any Error) -> Bool {
-        guard let psql = error as? PSQLError, let state = psql.serverInfo?[.sqlState] else { return false }
+        guard let state = (error as? PostgresFailure)?.sqlState else { return false }
         return state == "40001" || state == "40P01"
     }
 
-    static func apply(_ op: StoreOp, in s: BlockingConnection.Session, failing: (@Sendable (StoreOp) -> Bool)?,
+    static func apply(_ op: StoreOp, in s: BlockingConnection.Session, node: String, failing: (@Sendable (StoreOp) -> Bool)?,
                       removals: inout [QueueRemoval]?) throws {
         if let failing, failing(op) { throw InjectedStoreFailure() }
+        try write(op, in: s, node: node, removals: &removals)
+        try announce(op, in: s, node: node)
+    }
+
+    private static func write(_ op: StoreOp, in s: BlockingConnection.Session, node: String,
+                              removals: inout [QueueRemoval]?) throws {
         switch op {
         case .upsertSender(let r):
             try s.execute("""
@@ -236,13 +246,13 @@ public final class PostgresStore: Persistence {
             try s.execute("DELETE FROM message_body WHERE expires_at <= $1", binds(now))
         case .addOutbound(let o):
             try s.execute("""
-                INSERT INTO outbound(sender_id, kind, message_id, token, json, created_at, expires_at, about_message_id)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                INSERT INTO outbound(sender_id, kind, message_id, token, json, created_at, expires_at, about_message_id, owner)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                 ON CONFLICT(sender_id, kind, token, message_id) DO UPDATE SET json = EXCLUDED.json,
                   created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at,
-                  about_message_id = EXCLUDED.about_message_id, seq = nextval('outbound_seq_seq')
+                  about_message_id = EXCLUDED.about_message_id, seq = nextval('outbound_seq_seq'), owner = EXCLUDED.owner
                 """, binds(o.senderID, o.kind.rawValue, o.messageID, o.token, o.json, o.createdAt, o.expiresAt,
-                           o.aboutMessageID))
+                           o.aboutMessageID, node))
         case .removeOutbound(let sender, let kind, let token, let id):
             try s.execute("DELETE FROM outbound WHERE sender_id = $1 AND kind = $2 AND token = $3 AND message_id = $4",
                           binds(sender, kind.rawValue, token, id))
@@ -298,7 +308,7 @@ public final class PostgresStore: Persistence {
             try s.execute("DELETE FROM topic_subscription WHERE device_key = (SELECT device_key FROM device WHERE token = $1)",
                           binds(token))
         case .fanOut(let fanOut):
-            try Self.fanOut(fanOut, in: s, removals: &removals)
+            try Self.fanOut(fanOut, in: s, node: node, removals: &removals)
         case .addAPNsFeedback(let f):
             try s.execute("""
                 INSERT INTO apns_feedback(bundle_id, device_token, timestamp) VALUES ($1, $2, $3)
@@ -311,6 +321,35 @@ public final class PostgresStore: Persistence {
             }
         case .removeAPNsFeedbackToken(let bundleID, let token):
             try s.execute("DELETE FROM apns_feedback WHERE bundle_id = $1 AND device_token = $2", binds(bundleID, token))
+        }
+    }
+
+    /// What the other nodes are told of a write, sent by PostgreSQL only if the transaction commits
+    /// (NOTIFY is transactional): a device's new messages to the node it is connected to, and
+    /// changes to state every node keeps in memory to all (docs/scaling.md).
+    private static func announce(_ op: StoreOp, in s: BlockingConnection.Session, node: String) throws {
+        func registry(_ kind: String, _ value: String) throws {
+            let payload = JSONValue.object(["n": .string(node), "k": .string(kind), "v": .string(value)]).encoded()
+            try s.execute("SELECT pg_notify('\(PostgresCluster.registryChannel)', $1)", binds(payload))
+        }
+        switch op {
+        case .enqueue(let m, _):
+            try s.execute("""
+                SELECT pg_notify('\(PostgresCluster.nodeChannelPrefix)' || p.node, p.token)
+                FROM device_presence p JOIN cluster_node n ON n.id = p.node
+                WHERE p.token = $1 AND p.node <> $2 AND n.lease_until > ccs_now_ms()
+                """, binds(m.token, node))
+        case .upsertDevice(let d): try registry("device", d.token)
+        case .upsertSender(let r): try registry("sender", r.senderID)
+        case .subscribe(let list):
+            for token in Set(list.map(\.token)) { try registry("subscriptions", token) }
+        case .unsubscribe(_, _, let tokens):
+            for token in Set(tokens) { try registry("subscriptions", token) }
+        case .removeSubscriptions(let token): try registry("subscriptions", token)
+        case .upsertDeviceGroup(let g): try registry("group", g.id)
+        case .removeDeviceGroup(let id): try registry("group", id)
+        case .removeAllDevices, .removeSenderData: try registry("everything", "")
+        default: break
         }
     }
 
@@ -403,5 +442,11 @@ public final class PostgresStore: Persistence {
             GROUP BY collapse_key ORDER BY MIN(seq)
             """, binds(device)).map { try $0.makeRandomAccess()[0].decode(String.self) }
         for key in keys.dropLast(keeping) { try collapse(device: device, key: key, in: s, removals: &removals) }
+    }
+}
+
+extension String {
+    func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

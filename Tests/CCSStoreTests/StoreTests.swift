@@ -272,3 +272,31 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         #expect(error is StoreStopped)
     }
 }
+
+@Suite struct FanOutTests {
+    @Test(arguments: Backend.available) func aFanOutQueuesTheMessageForEverySubscriberUnderTheirRules(_ backend: Backend) throws {
+        let store = try temporaryStore(backend)
+        try store.apply([.subscribe(["t", "u", "h"].map { TopicSubscription(senderID: "1", topic: "news", token: $0, addedAt: 1) })])
+        // h already holds the most non-collapsible messages: it gets the notice instead.
+        let small = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 2, overflowNotice: message("h", "notice", kind: .deletedMessages))
+        try store.apply([.enqueue(message("h", "h1"), limits: nil), .enqueue(message("h", "h2"), limits: nil),
+                         .enqueue(message("t", "old", collapseKey: "k"), limits: nil)])
+        var m = message("", "f1", collapseKey: nil)
+        m.platformBlocks = #"{"android":{}}"#
+        try store.apply([.fanOut(FanOut(audience: .subscribers(senderID: "1", topic: "news"), message: m, limits: small))])
+        #expect(try store.queuedMessages(token: "t").map(\.deviceMessageID) == ["old", "f1"])
+        #expect(try store.queuedMessages(token: "t").last?.platformBlocks == #"{"android":{}}"#)
+        #expect(try store.queuedMessages(token: "u").map(\.deviceMessageID) == ["f1"])
+        #expect(try store.queuedMessages(token: "h").map(\.kind) == [.deletedMessages])
+        // A collapsible one replaces the stored message with its key; a token list works the same.
+        try store.apply([.fanOut(FanOut(audience: .tokens(["t", "u", "nobody"]), message: message("", "f2", collapseKey: "k"),
+                                        limits: small))])
+        #expect(try store.queuedMessages(token: "t").map(\.deviceMessageID) == ["f1", "f2"])
+        #expect(try store.queuedMessages(token: "u").map(\.deviceMessageID) == ["f1", "f2"])
+        // A notification without a key collapses under each device's app.
+        try store.apply([.fanOut(FanOut(audience: .tokens(["u"]), message: message("", "f3"), limits: small, collapseKeyIsApp: true)),
+                         .fanOut(FanOut(audience: .tokens(["u"]), message: message("", "f4"), limits: small, collapseKeyIsApp: true))])
+        #expect(try store.queuedMessages(token: "u").map(\.deviceMessageID) == ["f1", "f2", "f4"])
+        #expect(try store.queuedMessages(token: "u").last?.collapseKey == "a")
+    }
+}

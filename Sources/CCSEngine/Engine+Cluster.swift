@@ -1,0 +1,89 @@
+import CCSStore
+
+/// This node's side of a cluster (docs/scaling.md): what the other nodes' writes mean here.
+extension Engine: ClusterEvents {
+    /// Another node committed messages for a device connected here: hand over what it may take.
+    public func clusterQueueChanged(token: String) {
+        let link = state.withLock { s -> (any DeviceLink)? in
+            guard let online = s.online[token], online.loaded else { return nil }
+            return online.link
+        }
+        if let link { deliverBacklog(token: token, link: link) }
+    }
+
+    public func clusterClaimed(_ records: [OutboundRecord]) {
+        for r in records { enqueueOutbound(r) }
+    }
+
+    public func clusterConnectedSenders() -> [String] {
+        state.withLock { s in s.connectionsBySender.keys.filter { Self.hasOpenConnection(sender: $0, s) } }
+    }
+
+    public func clusterOnlineTokens() -> [String] {
+        state.withLock { Array($0.online.keys) }
+    }
+
+    /// Reads again what another node changed. A read that fails leaves the old state; the next change
+    /// (or a restart) reads it again.
+    public func clusterRegistryChanged(_ change: RegistryChange) {
+        do {
+            switch change {
+            case .device(let token):
+                let record = try store.device(token: token)
+                let online = state.withLock { s -> (any DeviceLink)? in
+                    if let old = s.devices[token] {
+                        s.tokenByDeviceID[old.deviceID] = nil
+                        if let apns = old.apnsToken, s.apnsTokens[apns] == token { s.apnsTokens[apns] = nil }
+                    }
+                    if let record {
+                        s.devices[token] = record
+                        s.deviceStates[token] = DeviceState(json: record.state)
+                        s.tokenByDeviceID[record.deviceID] = token
+                        if let apns = record.apnsToken { s.apnsTokens[apns] = token }
+                    } else {
+                        s.devices[token] = nil
+                        s.deviceStates[token] = nil
+                    }
+                    return s.online[token]?.loaded == true ? s.online[token]?.link : nil
+                }
+                // A state change (out of Doze, to the foreground) may admit what waits.
+                if let online { deliverBacklog(token: token, link: online) }
+            case .sender(let id):
+                let record = try store.sender(id: id)
+                state.withLock { $0.senders[id] = record }
+            case .subscriptions(let token):
+                let subscriptions = try store.subscriptions(token: token)
+                state.withLock { s in
+                    _ = s.topics.removeAll(token: token)
+                    for t in subscriptions { _ = s.topics.add(.init(senderID: t.senderID, name: t.topic), token: token, at: t.addedAt) }
+                }
+            case .deviceGroup(let id):
+                let record = try store.deviceGroup(id: id)
+                state.withLock { $0.groups.restore(record, id: id) }
+            case .everything:
+                let senders = try store.loadSenders()
+                let devices = try store.loadDevices()
+                let subscriptions = try store.loadSubscriptions()
+                let groups = try store.loadDeviceGroups()
+                state.withLock { s in
+                    s.senders = Dictionary(senders.map { ($0.senderID, $0) }, uniquingKeysWith: { $1 })
+                    s.devices = [:]
+                    s.deviceStates = [:]
+                    s.tokenByDeviceID = [:]
+                    s.apnsTokens = [:]
+                    for d in devices {
+                        s.devices[d.token] = d
+                        s.deviceStates[d.token] = DeviceState(json: d.state)
+                        s.tokenByDeviceID[d.deviceID] = d.token
+                        if let apns = d.apnsToken { s.apnsTokens[apns] = d.token }
+                    }
+                    s.topics = TopicRegistry()
+                    for t in subscriptions { _ = s.topics.add(.init(senderID: t.senderID, name: t.topic), token: t.token, at: t.addedAt) }
+                    s.groups = DeviceGroupRegistry(groups)
+                }
+            }
+        } catch {
+            logger.warning("reading another node's change failed", metadata: ["change": "\(change)", "error": "\(error)"])
+        }
+    }
+}

@@ -1,0 +1,48 @@
+/// Several emulator nodes on one shared store acting as one service (docs/scaling.md): what the
+/// engine tells the other nodes, and what it is told. The PostgreSQL backend implements it
+/// (`PostgresCluster`); on SQLite there is none, and the engine runs alone.
+///
+/// Delivery never depends on a message between nodes arriving: every message is committed first,
+/// and what nodes tell each other only shortens the wait (a periodic sweep catches up on the rest).
+public protocol ClusterCoordinator: Sendable {
+    /// This node's id (lower-case hex), unique per run.
+    var nodeID: String { get }
+    /// Starts taking part: the node's lease, listening for the other nodes, the periodic sweep.
+    func start(events: any ClusterEvents)
+    /// Leaves: the lease ends now (the other nodes take over this node's devices and items at once).
+    func stop()
+    /// A device connected here: its presence is recorded (committed) before `then` runs, so that a
+    /// message committed later on another node is announced to this one.
+    func deviceOnline(token: String, then: @escaping @Sendable () -> Void)
+    /// The device's connection here closed.
+    func deviceOffline(token: String)
+    /// This node holds a connection of the sender now: it takes the sender's items no live node holds.
+    func claimOutbound(senderID: String)
+    /// Items this node holds but cannot send (no connection of their sender here any more): any node
+    /// with a connection of the sender may take them.
+    func releaseOutbound(_ records: [OutboundRecord])
+}
+
+/// What a node is told of the others.
+public protocol ClusterEvents: AnyObject, Sendable {
+    /// Messages were committed for a device connected here.
+    func clusterQueueChanged(token: String)
+    /// Upstream messages and receipts this node now holds (claimed for it), to send to its connections.
+    func clusterClaimed(_ records: [OutboundRecord])
+    /// Another node changed shared state: this node reads it again.
+    func clusterRegistryChanged(_ change: RegistryChange)
+    /// The senders with a connection on this node (the sweep claims their unheld items).
+    func clusterConnectedSenders() -> [String]
+    /// The devices connected to this node.
+    func clusterOnlineTokens() -> [String]
+}
+
+/// A change to the state every node keeps in memory, made by another node.
+public enum RegistryChange: Sendable, Equatable {
+    case device(token: String)
+    case sender(id: String)
+    case subscriptions(token: String)
+    case deviceGroup(id: String)
+    /// A reset: every device, subscription and group read again.
+    case everything
+}

@@ -1,0 +1,298 @@
+import CCSStore
+import Dispatch
+import Locking
+import Logging
+import NIOCore
+import PostgresNIO
+import PushDomain
+
+/// Several nodes on one PostgreSQL database acting as one service (docs/scaling.md), with
+/// PostgreSQL's own LISTEN/NOTIFY between them:
+///
+/// - a lease per node (`cluster_node`), renewed every `renewEvery`; a node whose lease ran out is dead:
+///   its devices' presence no longer counts and any node may take the items it held;
+/// - the presence of each connected device (`device_presence`), written before the device's backlog
+///   is read, under the device row's lock that every enqueue takes too: a message committed on
+///   another node either is in that read or is announced to this node (`ccs_node_<id>`);
+/// - upstream messages and receipts owned by one node at a time (`outbound.owner`), taken with one
+///   `UPDATE … RETURNING` so that two nodes never send the same item;
+/// - registry changes (devices, senders, subscriptions, groups) announced on `ccs_registry` by the
+///   writing transaction itself, and read again by every other node.
+///
+/// Every announcement only shortens a wait: the sweep (presence-holding devices with queued
+/// messages, items no live node holds) catches up on any that was lost.
+public final class PostgresCluster: ClusterCoordinator {
+    static let registryChannel = "ccs_registry"
+    static let outboundChannel = "ccs_outbound"
+    static let nodeChannelPrefix = "ccs_node_"
+
+    public var nodeID: String { store.nodeID }
+    private let store: PostgresStore
+    private let connection: BlockingConnection
+    private let logger: Logger
+    /// Every write and every event handled here, in order, off the event loops.
+    private let queue = DispatchQueue(label: "ccs-emulator.cluster")
+    private let listener = Locked<PostgresConnection?>(nil)
+    private let events = Locked<WeakEvents?>(nil)
+    /// Made here, started by `start`, cancelled by `stop` (a dispatch source is safe from any thread).
+    nonisolated(unsafe) private let timer: any DispatchSourceTimer
+    /// (started, stopped): libdispatch refuses to release a source that was never resumed.
+    private let lifecycle = Locked((started: false, stopped: false))
+    private let ticks = Locked(0)
+    /// How long a lease lasts, and how often it is renewed (the sweep runs then too).
+    let leaseMillis: Int64
+    let renewEvery: DispatchTimeInterval
+
+    private struct WeakEvents: Sendable {
+        weak var value: (any ClusterEvents)?
+    }
+
+    public init(store: PostgresStore, leaseMillis: Int64 = 10_000, renewEveryMillis: Int = 2_000,
+                logger: Logger = Logger(label: "ccs-emulator.cluster")) throws {
+        self.store = store
+        self.logger = logger
+        self.leaseMillis = leaseMillis
+        renewEvery = .milliseconds(renewEveryMillis)
+        timer = DispatchSource.makeTimerSource(queue: queue)
+        connection = BlockingConnection(url: store.url, eventLoop: store.group.next(), setup: [], logger: logger)
+        try connection.withSession { s in
+            try s.execute("""
+                INSERT INTO cluster_node(id, started_at, lease_until) VALUES ($1, ccs_now_ms(), ccs_now_ms() + $2)
+                """, binds(store.nodeID, leaseMillis))
+        }
+    }
+
+    var channel: String { Self.nodeChannelPrefix + nodeID }
+
+    public func start(events: any ClusterEvents) {
+        self.events.withLock { $0 = WeakEvents(value: events) }
+        queue.sync { listen() }
+        timer.schedule(deadline: .now() + renewEvery, repeating: renewEvery)
+        timer.setEventHandler { [weak self] in self?.tick() }
+        let resume = lifecycle.withLock { l -> Bool in
+            guard !l.started && !l.stopped else { return false }
+            l.started = true
+            return true
+        }
+        if resume { timer.resume() }
+    }
+
+    deinit { cancelTimer() }
+
+    private func cancelTimer() {
+        let (resume, cancel) = lifecycle.withLock { l -> (Bool, Bool) in
+            defer { l.stopped = true; l.started = true }
+            return (!l.started, !l.stopped)
+        }
+        if resume { timer.resume() }
+        if cancel { timer.cancel() }
+    }
+
+    public func stop() {
+        guard !lifecycle.withLock({ $0.stopped }) else { return }
+        cancelTimer()
+        queue.sync {
+            do {
+                try connection.withSession { s in
+                    try s.execute("UPDATE cluster_node SET lease_until = 0 WHERE id = $1", binds(nodeID))
+                    try s.execute("DELETE FROM device_presence WHERE node = $1", binds(nodeID))
+                }
+            } catch {
+                logger.warning("leaving the cluster: \(error)")
+            }
+            listener.withLock { slot in
+                if let open = slot { _ = try? open.close().wait() }
+                slot = nil
+            }
+            connection.close()
+        }
+    }
+
+    // MARK: what the engine tells
+
+    public func deviceOnline(token: String, then: @escaping @Sendable () -> Void) {
+        queue.async { [self] in
+            do {
+                try connection.withSession { s in
+                    try s.execute("BEGIN")
+                    do {
+                        // The device row's lock orders this against every enqueue for the device.
+                        try s.execute("SELECT 1 FROM device WHERE token = $1 FOR NO KEY UPDATE", binds(token))
+                        try s.execute("""
+                            INSERT INTO device_presence(token, node, since) VALUES ($1, $2, ccs_now_ms())
+                            ON CONFLICT(token) DO UPDATE SET node = EXCLUDED.node, since = EXCLUDED.since
+                            """, binds(token, nodeID))
+                        try s.execute("COMMIT")
+                    } catch {
+                        if !s.connection.isClosed { _ = try? s.execute("ROLLBACK") }
+                        throw error
+                    }
+                }
+            } catch {
+                // Messages from other nodes then wait for the sweep.
+                logger.warning("recording a device's presence failed", metadata: ["error": "\(error)"])
+            }
+            then()
+        }
+    }
+
+    public func deviceOffline(token: String) {
+        queue.async { [self] in
+            do {
+                try connection.withSession { s in
+                    try s.execute("DELETE FROM device_presence WHERE token = $1 AND node = $2", binds(token, nodeID))
+                }
+            } catch {
+                logger.warning("removing a device's presence failed", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    public func claimOutbound(senderID: String) {
+        queue.async { [self] in claim(senders: [senderID]) }
+    }
+
+    public func releaseOutbound(_ records: [OutboundRecord]) {
+        guard !records.isEmpty else { return }
+        queue.async { [self] in
+            do {
+                try connection.withSession { s in
+                    try s.execute("BEGIN")
+                    do {
+                        for r in records {
+                            try s.execute("""
+                                UPDATE outbound SET owner = NULL
+                                WHERE sender_id = $1 AND kind = $2 AND token = $3 AND message_id = $4 AND owner = $5
+                                """, binds(r.senderID, r.kind.rawValue, r.token, r.messageID, nodeID))
+                        }
+                        for sender in Set(records.map(\.senderID)) {
+                            try s.execute("SELECT pg_notify('\(Self.outboundChannel)', $1)", binds(sender))
+                        }
+                        try s.execute("COMMIT")
+                    } catch {
+                        if !s.connection.isClosed { _ = try? s.execute("ROLLBACK") }
+                        throw error
+                    }
+                }
+            } catch {
+                // They stay this node's until its lease ends; then any node takes them.
+                logger.warning("releasing upstream messages failed", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    // MARK: on the queue
+
+    /// Takes the senders' items that no live node holds, oldest first, and hands them to the engine.
+    private func claim(senders: [String]) {
+        guard !senders.isEmpty, let events = events.withLock({ $0?.value }) else { return }
+        let records: [OutboundRecord]
+        do {
+            records = try connection.withSession { s in
+                try s.rows("""
+                    UPDATE outbound SET owner = $1
+                    WHERE sender_id = ANY($2) AND (owner IS NULL OR owner NOT IN (
+                      SELECT id FROM cluster_node WHERE lease_until > ccs_now_ms()))
+                    RETURNING seq, sender_id, kind, message_id, token, json, created_at, expires_at, about_message_id
+                    """, binds(nodeID, senders)).map { row -> (Int64, OutboundRecord) in
+                    let r = row.makeRandomAccess()
+                    return (try r[0].decode(Int64.self),
+                            OutboundRecord(senderID: try r[1].decode(String.self),
+                                           kind: OutboundKind(rawValue: try r[2].decode(String.self)) ?? .upstream,
+                                           messageID: try r[3].decode(String.self), token: try r[4].decode(String.self),
+                                           json: try r[5].decode(String.self), createdAt: try r[6].decode(Int64.self),
+                                           expiresAt: try r[7].decode(Int64.self),
+                                           aboutMessageID: try r[8].decode(String?.self)))
+                }.sorted { $0.0 < $1.0 }.map(\.1)
+            }
+        } catch {
+            logger.warning("taking upstream messages failed", metadata: ["error": "\(error)"])
+            return
+        }
+        if !records.isEmpty { events.clusterClaimed(records) }
+    }
+
+    private func tick() {
+        do {
+            try connection.withSession { s in
+                try s.execute("UPDATE cluster_node SET lease_until = ccs_now_ms() + $2 WHERE id = $1", binds(nodeID, leaseMillis))
+            }
+        } catch {
+            logger.warning("renewing the node's lease failed", metadata: ["error": "\(error)"])
+        }
+        let lost = listener.withLock { $0 == nil || $0!.isClosed }
+        if lost {
+            listen()
+        }
+        guard let events = events.withLock({ $0?.value }) else { return }
+        claim(senders: events.clusterConnectedSenders())
+        // Every few renewals, or after the listener was lost: devices here with messages waiting.
+        let n = ticks.withLock { n -> Int in n += 1; return n }
+        if lost || n % 5 == 0 { sweepQueues(events) }
+        if lost { events.clusterRegistryChanged(.everything) }
+    }
+
+    private func sweepQueues(_ events: any ClusterEvents) {
+        do {
+            let tokens = try connection.withSession { s in
+                try s.rows("""
+                    SELECT p.token FROM device_presence p JOIN device d ON d.token = p.token
+                    WHERE p.node = $1 AND EXISTS (SELECT 1 FROM queued_message q WHERE q.device_key = d.device_key)
+                    LIMIT 10000
+                    """, binds(nodeID)).map { try $0.makeRandomAccess()[0].decode(String.self) }
+            }
+            for token in tokens { events.clusterQueueChanged(token: token) }
+        } catch {
+            logger.warning("the queue sweep failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Opens the listening connection and listens on this node's channel, the registry's and the
+    /// outbound one's. Notifications arrive on the event loop and are handled on the queue.
+    private func listen() {
+        listener.withLock { slot in
+            if let old = slot { _ = try? old.close().wait() }
+            slot = nil
+            do {
+                let opened = try PostgresConnection.connect(on: store.group.next(), configuration: store.url.configuration(),
+                                                            id: 1_000_000, logger: logger).wait()
+                for name in [channel, Self.registryChannel, Self.outboundChannel] {
+                    _ = opened.addListener(channel: name) { [weak self] _, note in
+                        guard let self else { return }
+                        let payload = note.payload
+                        let channel = note.channel
+                        self.queue.async { self.notified(channel: channel, payload: payload) }
+                    }
+                }
+                // A round trip after the LISTENs: they are in force once it returns.
+                _ = try opened.query("SELECT 1", logger: logger).wait()
+                slot = opened
+            } catch {
+                logger.warning("listening for the other nodes failed; retrying at the next renewal", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    private func notified(channel: String, payload: String) {
+        guard let events = events.withLock({ $0?.value }) else { return }
+        switch channel {
+        case self.channel:
+            events.clusterQueueChanged(token: payload)
+        case Self.outboundChannel:
+            if events.clusterConnectedSenders().contains(payload) { claim(senders: [payload]) }
+        case Self.registryChannel:
+            guard let object = try? JSONValue.parse(payload).objectValue,
+                  object["n"]?.stringValue != nodeID, let value = object["v"]?.stringValue else { return }
+            switch object["k"]?.stringValue {
+            case "device": events.clusterRegistryChanged(.device(token: value))
+            case "sender": events.clusterRegistryChanged(.sender(id: value))
+            case "subscriptions": events.clusterRegistryChanged(.subscriptions(token: value))
+            case "group": events.clusterRegistryChanged(.deviceGroup(id: value))
+            case "everything": events.clusterRegistryChanged(.everything)
+            default: break
+            }
+        default:
+            break
+        }
+    }
+}
