@@ -19,6 +19,8 @@ extension Engine: ClusterEvents {
         state.withLock { s in s.connectionsBySender.keys.filter { Self.hasOpenConnection(sender: $0, s) } }
     }
 
+    public func clusterClockMillis() -> Int64 { clock.nowMillis() }
+
     public func clusterOnlineTokens() -> [String] {
         state.withLock { Array($0.online.keys) }
     }

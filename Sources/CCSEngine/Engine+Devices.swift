@@ -185,7 +185,10 @@ extension Engine {
             let sends = state.withLock { s -> [Send] in
                 guard s.online[token]?.link === link else { return [] }
                 s.online[token]?.loaded = true
-                let unheld = stored.filter { $0.expiresAt > now && s.online[token]?.inFlight[$0.deviceMessageID] == nil }
+                let unheld = stored.filter {
+                    $0.expiresAt > now && s.online[token]?.inFlight[$0.deviceMessageID] == nil
+                        && s.online[token]?.confirming.contains($0.deviceMessageID) != true
+                }
                 return take(unheld, token: token, &s)
             }
             perform(sends)
@@ -290,6 +293,7 @@ extension Engine {
         let now = clock.nowMillis()
         let found: (InFlightDownstream, String?)? = state.withLock { s in
             guard let entry = s.online[token]?.inFlight.removeValue(forKey: deviceMessageID) else { return nil }
+            s.online[token]?.confirming.insert(deviceMessageID)
             return (entry, entry.message.deliveryReceiptRequested ? s.devices[token]?.app : nil)
         }
         guard let (entry, app) = found else { return }
@@ -307,6 +311,7 @@ extension Engine {
             // notification bound for the tray and a message with a receipt, whose removal must commit
             // together with the tray entry or the receipt (a crash never keeps one without the other).
             early.settle(.accepted(token: token, deviceMessageID: deviceMessageID))
+            state.withLock { _ = $0.online[token]?.confirming.remove(deviceMessageID) }  // never written: no read holds it
         } else {
             ops.append(.removeMessage(token: token, deviceMessageID: deviceMessageID))
         }
@@ -330,6 +335,7 @@ extension Engine {
         }
         if ops.isEmpty { return }
         committer.submit(ops) { [self, receipt] error in
+            state.withLock { _ = $0.online[token]?.confirming.remove(deviceMessageID) }
             guard error == nil, let receipt else { return }
             enqueueOutbound(receipt)
         }

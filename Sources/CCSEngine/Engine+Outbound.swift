@@ -115,11 +115,17 @@ extension Engine {
     func enqueueOutbound(_ record: OutboundRecord) {
         var dropped: [OutboundRecord] = []
         var released = false
+        var expired = false
         let sends = state.withLock { s -> [Send] in
             if cluster != nil && !Self.hasOpenConnection(sender: record.senderID, s) {
-                // Another node may have a connection of the sender: it takes the item from the store.
                 Self.releaseUpstreamID(of: record, &s)
-                released = true
+                if record.expiresAt <= clock.nowMillis() {
+                    // Taken for its expiry (the cluster's sweep): given up here, as the tick would.
+                    expired = true
+                } else {
+                    // Another node may have a connection of the sender: it takes the item from the store.
+                    released = true
+                }
                 return []
             }
             s.outboundPending[record.senderID, default: []].append(record)
@@ -132,10 +138,11 @@ extension Engine {
             return sends
         }
         if released { cluster?.releaseOutbound([record]) }
+        if expired { outboundDropped(record, now: clock.nowMillis(), error: "TTL_EXCEEDED") }
         perform(sends)
         if !dropped.isEmpty {
-            logger.warning("outbound queue full: dropped the oldest", metadata: ["sender": "\(record.senderID)", "count": "\(dropped.count)"])
             let now = clock.nowMillis()
+            logger.warning("outbound queue full: dropped the oldest", metadata: ["sender": "\(record.senderID)", "count": "\(dropped.count)"])
             for r in dropped { outboundDropped(r, now: now, error: "TOO_MANY_MESSAGES") }
         }
     }
@@ -233,8 +240,22 @@ extension Engine {
         public var expiresAt: Int64
     }
 
-    /// Every upstream message and receipt not yet ACKed, for the admin API.
+    /// Every upstream message and receipt not yet ACKed, for the admin API. In a cluster, also those
+    /// no node holds now (in the store, waiting for a connection of their sender on any node).
     public func outbound() -> [OutboundSnapshot] {
+        var held = outboundHeldHere()
+        if let cluster {
+            let here = Set(held.map { OutboundKey(kind: $0.kind, token: $0.token, messageID: $0.messageID) })
+            let elsewhere = (try? cluster.outboundHeldElsewhere()) ?? []
+            for r in elsewhere where !here.contains(r.key) {
+                held.append(OutboundSnapshot(senderID: r.senderID, kind: r.kind, messageID: r.messageID, token: r.token,
+                                             connectionID: nil, expiresAt: r.expiresAt))
+            }
+        }
+        return held
+    }
+
+    private func outboundHeldHere() -> [OutboundSnapshot] {
         state.withLock { s in
             var out: [OutboundSnapshot] = []
             for (id, entry) in s.connections {

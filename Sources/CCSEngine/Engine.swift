@@ -101,6 +101,9 @@ public final class Engine: Sendable {
         var loaded = false
         /// Written to this connection and not yet ACKed by the device.
         var inFlight: [String: InFlightDownstream] = [:]
+        /// ACKed by the device, their removal from the queue not committed yet: a queue read in the
+        /// meantime still holds them, and they must not be handed over again.
+        var confirming: Set<String> = []
     }
 
     struct SentOutbound {

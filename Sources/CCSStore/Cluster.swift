@@ -18,6 +18,9 @@ public protocol ClusterCoordinator: Sendable {
     func deviceOffline(token: String)
     /// This node holds a connection of the sender now: it takes the sender's items no live node holds.
     func claimOutbound(senderID: String)
+    /// Upstream messages and receipts waiting in the store that this node does not hold (another node
+    /// holds them, or none does yet), for the admin API's view of the whole service.
+    func outboundHeldElsewhere() throws -> [OutboundRecord]
     /// Items this node holds but cannot send (no connection of their sender here any more): any node
     /// with a connection of the sender may take them.
     func releaseOutbound(_ records: [OutboundRecord])
@@ -35,6 +38,8 @@ public protocol ClusterEvents: AnyObject, Sendable {
     func clusterConnectedSenders() -> [String]
     /// The devices connected to this node.
     func clusterOnlineTokens() -> [String]
+    /// The engine's clock (wall or virtual), in which items' expiry is written.
+    func clusterClockMillis() -> Int64
 }
 
 /// A change to the state every node keeps in memory, made by another node.

@@ -28,6 +28,7 @@ final class BlockingConnection: Sendable {
     }
 
     /// Runs `body` with the connection, alone: no other call uses it meanwhile (a transaction is one body).
+    @discardableResult
     func withSession<T>(_ body: (Session) throws -> T) throws -> T {
         try connection.withLock { slot -> T in
             let session: Session
@@ -47,8 +48,11 @@ final class BlockingConnection: Sendable {
                 slot = opened
             }
             do {
-                return try body(session)
+                let result = try body(session)
+                try session.flush()
+                return result
             } catch {
+                session.abandon()
                 if session.connection.isClosed { slot = nil }
                 throw error
             }
@@ -62,20 +66,62 @@ final class BlockingConnection: Sendable {
         }
     }
 
-    /// Statements on the connection, each waited for.
-    struct Session {
+    /// Statements on the connection. `send` does not wait: statements go out back to back (the driver
+    /// queues them on the connection, in order) and are waited for together by the next `flush`,
+    /// `rows` or `execute`, or at the end of `withSession`. A batch of writes then costs about one
+    /// round trip instead of one per statement. The first failure is the one reported.
+    final class Session {
         let connection: PostgresConnection
         let logger: Logger
+        private var pending: [(result: EventLoopFuture<PostgresQueryResult>, sql: String,
+                               then: (([PostgresRow]) throws -> Void)?)] = []
 
-        /// The rows of one statement with `$1…` parameters.
-        func rows(_ sql: String, _ binds: PostgresBindings = PostgresBindings()) throws -> [PostgresRow] {
-            try run(sql, binds).rows
+        init(connection: PostgresConnection, logger: Logger) {
+            self.connection = connection
+            self.logger = logger
         }
 
-        /// One statement with `$1…` parameters; the number of rows it changed.
+        /// Sends one statement without waiting; `then` gets its rows at the next flush.
+        func send(_ sql: String, _ binds: PostgresBindings = PostgresBindings(),
+                  then: (([PostgresRow]) throws -> Void)? = nil) {
+            pending.append((connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger), sql, then))
+        }
+
+        /// Waits for every statement sent; runs their `then`s in order; throws the first failure.
+        func flush() throws {
+            let waiting = pending
+            pending = []
+            var failure: (any Error)?
+            for item in waiting {
+                do {
+                    let result = try item.result.wait()
+                    if failure == nil { try item.then?(result.rows) }
+                } catch let error as PSQLError {
+                    if failure == nil { failure = PostgresFailure(error, sql: item.sql) }
+                } catch {
+                    if failure == nil { failure = error }
+                }
+            }
+            if let failure { throw failure }
+        }
+
+        /// After a failure: waits out what is still on the wire, ignoring it.
+        func abandon() {
+            for item in pending { _ = try? item.result.wait() }
+            pending = []
+        }
+
+        /// The rows of one statement with `$1…` parameters (after everything sent before it).
+        func rows(_ sql: String, _ binds: PostgresBindings = PostgresBindings()) throws -> [PostgresRow] {
+            try flush()
+            return try run(sql, binds).rows
+        }
+
+        /// One statement with `$1…` parameters, waited for; the number of rows it changed.
         @discardableResult
         func execute(_ sql: String, _ binds: PostgresBindings = PostgresBindings()) throws -> Int {
-            try run(sql, binds).metadata.rows ?? 0
+            try flush()
+            return try run(sql, binds).metadata.rows ?? 0
         }
 
         private func run(_ sql: String, _ binds: PostgresBindings) throws -> PostgresQueryResult {

@@ -181,20 +181,40 @@ public final class PostgresCluster: ClusterCoordinator {
         }
     }
 
+    public func outboundHeldElsewhere() throws -> [OutboundRecord] {
+        try store.read { s in
+            try s.rows("""
+                SELECT sender_id, kind, message_id, token, json, created_at, expires_at, about_message_id FROM outbound
+                WHERE owner IS DISTINCT FROM $1 ORDER BY seq
+                """, binds(nodeID)).map(PostgresStore.outbound(from:))
+        }
+    }
+
     // MARK: on the queue
 
     /// Takes the senders' items that no live node holds, oldest first, and hands them to the engine.
     private func claim(senders: [String]) {
-        guard !senders.isEmpty, let events = events.withLock({ $0?.value }) else { return }
+        guard !senders.isEmpty else { return }
+        claim(where: "sender_id = ANY($2)", binds(nodeID, senders))
+    }
+
+    /// Takes items no live node holds whose time ran out, wherever their sender is: this node gives
+    /// them up (the device of an upstream message gets `send_error`), as it does its own.
+    private func claimExpired(now: Int64) {
+        claim(where: "expires_at <= $2", binds(nodeID, now))
+    }
+
+    private func claim(where condition: String, _ arguments: PostgresBindings) {
+        guard let events = events.withLock({ $0?.value }) else { return }
         let records: [OutboundRecord]
         do {
             records = try connection.withSession { s in
                 try s.rows("""
                     UPDATE outbound SET owner = $1
-                    WHERE sender_id = ANY($2) AND (owner IS NULL OR owner NOT IN (
+                    WHERE \(condition) AND (owner IS NULL OR owner NOT IN (
                       SELECT id FROM cluster_node WHERE lease_until > ccs_now_ms()))
                     RETURNING seq, sender_id, kind, message_id, token, json, created_at, expires_at, about_message_id
-                    """, binds(nodeID, senders)).map { row -> (Int64, OutboundRecord) in
+                    """, arguments).map { row -> (Int64, OutboundRecord) in
                     let r = row.makeRandomAccess()
                     return (try r[0].decode(Int64.self),
                             OutboundRecord(senderID: try r[1].decode(String.self),
@@ -226,6 +246,7 @@ public final class PostgresCluster: ClusterCoordinator {
         }
         guard let events = events.withLock({ $0?.value }) else { return }
         claim(senders: events.clusterConnectedSenders())
+        claimExpired(now: events.clusterClockMillis())
         // Every few renewals, or after the listener was lost: devices here with messages waiting.
         let n = ticks.withLock { n -> Int in n += 1; return n }
         if lost || n % 5 == 0 { sweepQueues(events) }

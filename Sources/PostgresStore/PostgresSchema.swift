@@ -5,9 +5,16 @@ enum PostgresSchema {
     /// `ExportTests` checks that both backends name the same one.
     static let name = "v9: a receipt names the message it is about"
 
+    /// One migration: DDL statements (split at each `;` that ends a line), or one statement as is
+    /// (a function body has `;`s of its own).
+    enum Migration {
+        case script(String)
+        case statement(String)
+    }
+
     /// This backend's own migrations, applied in order at start under an advisory lock (nodes that
     /// start together apply each once). Only append.
-    static let migrations: [String] = [
+    static let migrations: [Migration] = [.script(
         """
         CREATE TABLE sender (
           sender_id TEXT PRIMARY KEY NOT NULL,
@@ -107,12 +114,12 @@ enum PostgresSchema {
           timestamp BIGINT NOT NULL,
           PRIMARY KEY (bundle_id, device_token)
         );
-        """,
+        """),
         // Several nodes on one database (docs/scaling.md): each node's lease, which node holds each
         // connected device, and which node holds each upstream message or receipt (`owner`: NULL or
         // a node whose lease ran out means no node does, and any node with the sender may take it).
         // Times come from PostgreSQL's clock (`ccs_now_ms`), never a node's: nodes' clocks may differ.
-        """
+        .script("""
         CREATE FUNCTION ccs_now_ms() RETURNS BIGINT AS 'SELECT (extract(epoch from clock_timestamp()) * 1000)::BIGINT'
           LANGUAGE SQL VOLATILE;
         CREATE TABLE cluster_node (
@@ -128,7 +135,89 @@ enum PostgresSchema {
         CREATE INDEX device_presence_by_node ON device_presence(node);
         ALTER TABLE outbound ADD COLUMN owner TEXT;
         CREATE INDEX outbound_by_sender ON outbound(sender_id);
-        """,
+        """),
+        // One message stored for one device under FCM's rules, in one statement (one round trip, and
+        // statements of a batch go out back to back): the device row locked (every writer of this
+        // queue takes its turn, on any node), collapse, the non-collapsible limit with its notice, the
+        // collapse-key limit, and the node holding the device told. Returns what the rules removed
+        // (for the journal). The same rules as the SQLite backend's `Store.enqueue`.
+        .statement("""
+        CREATE FUNCTION ccs_insert_message(dk BIGINT, m_id TEXT, m_sender TEXT, m_app_id TEXT, m_key TEXT, m_priority TEXT,
+          m_ttl BIGINT, m_enqueued BIGINT, m_expires BIGINT, m_receipt BIGINT, m_dwi BIGINT, m_notification BIGINT,
+          m_kind TEXT, m_payload TEXT, m_blocks TEXT) RETURNS VOID LANGUAGE SQL AS '
+          INSERT INTO queued_message(device_key, device_message_id, sender_id, app_message_id, collapse_key, priority, ttl,
+            enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload, platform_blocks)
+          VALUES (dk, m_id, m_sender, m_app_id, m_key, m_priority, m_ttl, m_enqueued, m_expires, m_receipt, m_dwi,
+            m_notification, m_kind, m_payload, m_blocks)
+          ON CONFLICT(device_key, device_message_id) DO UPDATE SET sender_id = EXCLUDED.sender_id,
+            app_message_id = EXCLUDED.app_message_id, collapse_key = EXCLUDED.collapse_key, priority = EXCLUDED.priority,
+            ttl = EXCLUDED.ttl, enqueued_at = EXCLUDED.enqueued_at, expires_at = EXCLUDED.expires_at,
+            receipt = EXCLUDED.receipt, delay_while_idle = EXCLUDED.delay_while_idle,
+            notification = EXCLUDED.notification, kind = EXCLUDED.kind, payload = EXCLUDED.payload,
+            platform_blocks = EXCLUDED.platform_blocks, body_id = NULL, seq = nextval(''queued_message_seq_seq'')
+        '
+        """),
+        .statement("""
+        CREATE FUNCTION ccs_enqueue(me TEXT, token_ TEXT,
+          m_id TEXT, m_sender TEXT, m_app_id TEXT, m_key TEXT, m_priority TEXT, m_ttl BIGINT, m_enqueued BIGINT,
+          m_expires BIGINT, m_receipt BIGINT, m_dwi BIGINT, m_notification BIGINT, m_kind TEXT, m_payload TEXT, m_blocks TEXT,
+          limited BOOLEAN, max_keys BIGINT, max_plain BIGINT,
+          n_id TEXT, n_sender TEXT, n_app_id TEXT, n_key TEXT, n_priority TEXT, n_ttl BIGINT, n_enqueued BIGINT,
+          n_expires BIGINT, n_receipt BIGINT, n_dwi BIGINT, n_notification BIGINT, n_kind TEXT, n_payload TEXT, n_blocks TEXT)
+        RETURNS TABLE(r_id TEXT, r_kind TEXT, r_sender TEXT, r_reason TEXT, r_on_arrival BOOLEAN)
+        LANGUAGE plpgsql AS $body$
+        DECLARE
+          dk BIGINT;
+          stored BIGINT;
+        BEGIN
+          SELECT d.device_key INTO dk FROM device d WHERE d.token = token_ FOR NO KEY UPDATE;
+          IF NOT FOUND THEN
+            RAISE EXCEPTION 'no device with token %', token_ USING ERRCODE = 'P0002';
+          END IF;
+          PERFORM pg_notify('ccs_node_' || p.node, token_) FROM device_presence p JOIN cluster_node c ON c.id = p.node
+            WHERE p.token = token_ AND p.node <> me AND c.lease_until > ccs_now_ms();
+          IF m_key IS NOT NULL THEN
+            RETURN QUERY WITH gone AS (
+                DELETE FROM queued_message q WHERE q.device_key = dk AND q.collapse_key = m_key AND q.kind IN ('message', 'apns')
+                RETURNING q.device_message_id, q.kind, q.sender_id)
+              SELECT g.device_message_id, g.kind, g.sender_id, 'collapsed'::TEXT, false FROM gone g;
+          END IF;
+          IF limited AND m_key IS NULL THEN
+            SELECT COUNT(*) INTO stored FROM queued_message q
+              WHERE q.device_key = dk AND q.collapse_key IS NULL AND q.kind = 'message';
+            IF stored >= max_plain THEN
+              -- The new message goes with the stored ones; the device gets the notice instead (once).
+              r_id := m_id; r_kind := m_kind; r_sender := m_sender; r_reason := 'discarded'; r_on_arrival := true;
+              RETURN NEXT;
+              RETURN QUERY WITH gone AS (
+                  DELETE FROM queued_message q WHERE q.device_key = dk AND q.collapse_key IS NULL AND q.kind = 'message'
+                  RETURNING q.device_message_id, q.kind, q.sender_id)
+                SELECT g.device_message_id, g.kind, g.sender_id, 'discarded'::TEXT, false FROM gone g;
+              IF NOT EXISTS (SELECT 1 FROM queued_message q WHERE q.device_key = dk AND q.kind = 'deleted_messages') THEN
+                PERFORM ccs_insert_message(dk, n_id, n_sender, n_app_id, n_key, n_priority, n_ttl, n_enqueued, n_expires,
+                  n_receipt, n_dwi, n_notification, n_kind, n_payload, n_blocks);
+              END IF;
+              RETURN;
+            END IF;
+          END IF;
+          PERFORM ccs_insert_message(dk, m_id, m_sender, m_app_id, m_key, m_priority, m_ttl, m_enqueued, m_expires,
+            m_receipt, m_dwi, m_notification, m_kind, m_payload, m_blocks);
+          IF limited AND m_key IS NOT NULL THEN
+            -- At most max_keys collapse keys: the oldest keys' messages go.
+            RETURN QUERY WITH keys AS (
+                SELECT q.collapse_key AS k, MIN(q.seq) AS first FROM queued_message q
+                WHERE q.device_key = dk AND q.collapse_key IS NOT NULL AND q.kind IN ('message', 'apns')
+                GROUP BY q.collapse_key),
+              doomed AS (SELECT k FROM keys ORDER BY first DESC OFFSET max_keys),
+              gone AS (
+                DELETE FROM queued_message q WHERE q.device_key = dk AND q.kind IN ('message', 'apns')
+                  AND q.collapse_key IN (SELECT k FROM doomed)
+                RETURNING q.device_message_id, q.kind, q.sender_id)
+              SELECT g.device_message_id, g.kind, g.sender_id, 'collapsed'::TEXT, false FROM gone g;
+          END IF;
+        END
+        $body$
+        """),
     ]
 
     /// A column of an exported table: its name and whether it holds text (compared byte-wise in an

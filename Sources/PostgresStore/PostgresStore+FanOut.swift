@@ -4,7 +4,7 @@ import PostgresNIO
 /// A topic or condition message written for its whole audience in one transaction, with set-based
 /// statements and the same per-device rules as `enqueue` (the SQLite backend's `fanOut` explains each).
 extension PostgresStore {
-    static func fanOut(_ f: FanOut, in s: BlockingConnection.Session, node: String, removals: inout [QueueRemoval]?) throws {
+    static func fanOut(_ f: FanOut, in s: BlockingConnection.Session, node: String, removals: RemovalList?) throws {
         let m = f.message
         try s.execute("CREATE TEMP TABLE IF NOT EXISTS fanout_devices(device_key BIGINT PRIMARY KEY NOT NULL) ON COMMIT DELETE ROWS")
         try s.execute("DELETE FROM fanout_devices")
@@ -25,16 +25,16 @@ extension PostgresStore {
                 """, binds(tokens))
         }
         if f.collapseKeyIsApp {
-            try deleteMessages("""
+            deleteMessages("""
                 DELETE FROM queued_message WHERE kind = 'message'
                   AND device_key IN (SELECT device_key FROM fanout_devices)
                   AND collapse_key = (SELECT app FROM device d WHERE d.device_key = queued_message.device_key)
-                """, PostgresBindings(), as: .collapsed, in: s, removals: &removals)
+                """, PostgresBindings(), as: .collapsed, in: s, removals: removals)
         } else if let key = m.collapseKey {
-            try deleteMessages("""
+            deleteMessages("""
                 DELETE FROM queued_message WHERE collapse_key = $1 AND kind = 'message'
                   AND device_key IN (SELECT device_key FROM fanout_devices)
-                """, binds(key), as: .collapsed, in: s, removals: &removals)
+                """, binds(key), as: .collapsed, in: s, removals: removals)
         }
         let collapsible = f.collapseKeyIsApp || m.collapseKey != nil
         if !collapsible {
@@ -44,7 +44,7 @@ extension PostgresStore {
                 GROUP BY q.device_key HAVING COUNT(*) >= $1
                 """, binds(f.limits.maxNonCollapsible)).map { try $0.makeRandomAccess()[0].decode(Int64.self) }
             for device in overflowing {
-                try overflow(device: device, notice: f.limits.overflowNotice, in: s, removals: &removals)
+                try overflow(device: device, notice: f.limits.overflowNotice, in: s, removals: removals)
                 try s.execute("DELETE FROM fanout_devices WHERE device_key = $1", binds(device))
             }
         }
@@ -85,7 +85,7 @@ extension PostgresStore {
                 GROUP BY q.device_key HAVING COUNT(DISTINCT q.collapse_key) > $1
                 """, binds(f.limits.maxCollapseKeys)).map { try $0.makeRandomAccess()[0].decode(Int64.self) }
             for device in crowded {
-                try trimCollapseKeys(device: device, keeping: f.limits.maxCollapseKeys, in: s, removals: &removals)
+                try trimCollapseKeys(device: device, keeping: f.limits.maxCollapseKeys, in: s, removals: removals)
             }
         }
         // The audience's devices connected to other nodes: those nodes hand the message over.

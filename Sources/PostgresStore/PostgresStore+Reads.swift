@@ -102,15 +102,17 @@ extension PostgresStore {
         try read { s in
             try s.rows("""
                 SELECT sender_id, kind, message_id, token, json, created_at, expires_at, about_message_id FROM outbound ORDER BY seq
-                """).map { row in
-                let r = row.makeRandomAccess()
-                return OutboundRecord(senderID: try r[0].decode(String.self),
-                                      kind: OutboundKind(rawValue: try r[1].decode(String.self)) ?? .upstream,
-                                      messageID: try r[2].decode(String.self), token: try r[3].decode(String.self),
-                                      json: try r[4].decode(String.self), createdAt: try r[5].decode(Int64.self),
-                                      expiresAt: try r[6].decode(Int64.self), aboutMessageID: try r[7].decode(String?.self))
-            }
+                """).map(Self.outbound(from:))
         }
+    }
+
+    static func outbound(from row: PostgresRow) throws -> OutboundRecord {
+        let r = row.makeRandomAccess()
+        return OutboundRecord(senderID: try r[0].decode(String.self),
+                              kind: OutboundKind(rawValue: try r[1].decode(String.self)) ?? .upstream,
+                              messageID: try r[2].decode(String.self), token: try r[3].decode(String.self),
+                              json: try r[4].decode(String.self), createdAt: try r[5].decode(Int64.self),
+                              expiresAt: try r[6].decode(Int64.self), aboutMessageID: try r[7].decode(String?.self))
     }
 
     public func queuedMessages(token: String) throws -> [QueuedMessage] {

@@ -85,8 +85,11 @@ public final class PostgresStore: Persistence {
                 try s.execute("CREATE TABLE IF NOT EXISTS ccs_schema_migration (version BIGINT PRIMARY KEY NOT NULL)")
                 let applied = try s.rows("SELECT COALESCE(MAX(version), 0) FROM ccs_schema_migration")
                     .first.map { try $0.makeRandomAccess()[0].decode(Int.self) } ?? 0
-                for (index, sql) in PostgresSchema.migrations.enumerated() where index + 1 > applied {
-                    try s.script(sql)
+                for (index, migration) in PostgresSchema.migrations.enumerated() where index + 1 > applied {
+                    switch migration {
+                    case .script(let sql): try s.script(sql)
+                    case .statement(let sql): try s.execute(sql)
+                    }
                     try s.execute("INSERT INTO ccs_schema_migration(version) VALUES ($1)", binds(index + 1))
                 }
                 try s.execute("COMMIT")
@@ -133,37 +136,41 @@ public final class PostgresStore: Persistence {
     public func apply(_ ops: [StoreOp]) throws {
         let failing = self.failing.withLock { $0 }?.call
         let observer = removalObserver.withLock { $0 }?.call
-        var removals: [QueueRemoval]? = observer == nil ? nil : []
-        try inTransaction { s in
-            if removals != nil { removals = [] }
-            for op in ops { try Self.apply(op, in: s, node: nodeID, failing: failing, removals: &removals) }
+        let removals: RemovalList? = observer == nil ? nil : RemovalList()
+        do {
+            try inTransaction { s in
+                removals?.items = []
+                for op in ops { try Self.apply(op, in: s, node: nodeID, failing: failing, removals: removals) }
+            }
+        } catch {
+            throw Self.domainError(error)
         }
-        if let observer, let removals, !removals.isEmpty { observer(removals) }
+        if let observer, let removals, !removals.items.isEmpty { observer(removals.items) }
     }
 
     public func applyIsolated(_ items: [[StoreOp]]) throws -> [Error?] {
         let failing = self.failing.withLock { $0 }?.call
         let observer = removalObserver.withLock { $0 }?.call
-        var removals: [QueueRemoval]? = observer == nil ? nil : []
+        let removals: RemovalList? = observer == nil ? nil : RemovalList()
         var results = [Error?](repeating: nil, count: items.count)
         try inTransaction { s in
-            if removals != nil { removals = [] }
+            removals?.items = []
             results = [Error?](repeating: nil, count: items.count)
             for (index, ops) in items.enumerated() {
-                let mark = removals?.count ?? 0
+                let mark = removals?.items.count ?? 0
                 try s.execute("SAVEPOINT item")
                 do {
-                    for op in ops { try Self.apply(op, in: s, node: nodeID, failing: failing, removals: &removals) }
+                    for op in ops { try Self.apply(op, in: s, node: nodeID, failing: failing, removals: removals) }
                     try s.execute("RELEASE SAVEPOINT item")
                 } catch let error where !s.connection.isClosed && !Self.mustRetry(error) {
-                    results[index] = error
-                    removals?.removeSubrange(mark...)
+                    results[index] = Self.domainError(error)
+                    removals?.items.removeSubrange(mark...)
                     try s.execute("ROLLBACK TO SAVEPOINT item")
                     try s.execute("RELEASE SAVEPOINT item")
                 }
             }
         }
-        if let observer, let removals, !removals.isEmpty { observer(removals) }
+        if let observer, let removals, !removals.items.isEmpty { observer(removals.items) }
         return results
     }
 
@@ -199,23 +206,31 @@ public final class PostgresStore: Persistence {
         return state == "40001" || state == "40P01"
     }
 
+    /// A failure in the store's own terms: `ccs_enqueue`'s "no device" is `UnknownDevice`.
+    static func domainError(_ error: any Error) -> any Error {
+        guard let failure = error as? PostgresFailure, failure.sqlState == "P0002" else { return error }
+        let prefix = "no device with token "
+        let token = failure.message.hasPrefix(prefix) ? String(failure.message.dropFirst(prefix.count)) : failure.message
+        return UnknownDevice(token: token)
+    }
+
     static func apply(_ op: StoreOp, in s: BlockingConnection.Session, node: String, failing: (@Sendable (StoreOp) -> Bool)?,
-                      removals: inout [QueueRemoval]?) throws {
+                      removals: RemovalList?) throws {
         if let failing, failing(op) { throw InjectedStoreFailure() }
-        try write(op, in: s, node: node, removals: &removals)
+        try write(op, in: s, node: node, removals: removals)
         try announce(op, in: s, node: node)
     }
 
     private static func write(_ op: StoreOp, in s: BlockingConnection.Session, node: String,
-                              removals: inout [QueueRemoval]?) throws {
+                              removals: RemovalList?) throws {
         switch op {
         case .upsertSender(let r):
-            try s.execute("""
+            s.send("""
                 INSERT INTO sender(sender_id, server_key, created_at) VALUES ($1, $2, $3)
                 ON CONFLICT(sender_id) DO UPDATE SET server_key = EXCLUDED.server_key
                 """, binds(r.senderID, r.serverKey, r.createdAt))
         case .upsertDevice(let d):
-            try s.execute("""
+            s.send("""
                 INSERT INTO device(token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by,
                   web_subscription, apns_token)
                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
@@ -227,25 +242,27 @@ public final class PostgresStore: Persistence {
                            d.createdAt, d.status.rawValue, d.state, d.replacedBy, d.webSubscription?.json.encoded(),
                            d.apnsToken))
         case .enqueue(let m, let limits):
-            try enqueue(m, limits: limits, in: s, removals: &removals)
+            enqueue(m, limits: limits, in: s, node: node, removals: removals)
         case .removeMessage(let token, let id):
-            try s.execute("""
+            s.send("""
                 DELETE FROM queued_message WHERE device_key = (SELECT device_key FROM device WHERE token = $1)
                   AND device_message_id = $2
                 """, binds(token, id))
         case .removeAllMessages(let token):
-            try s.execute("DELETE FROM queued_message WHERE device_key = (SELECT device_key FROM device WHERE token = $1)",
+            s.send("DELETE FROM queued_message WHERE device_key = (SELECT device_key FROM device WHERE token = $1)",
                           binds(token))
         case .collapse(let token, let key):
-            if let device = try deviceKey(token: token, in: s) {
-                try collapse(device: device, key: key, in: s, removals: &removals)
-            }
+            // A device unknown to the store has nothing stored to collapse.
+            deleteMessages("""
+                DELETE FROM queued_message WHERE device_key = (SELECT device_key FROM device WHERE token = $1)
+                  AND collapse_key = $2 AND kind IN ('message', 'apns')
+                """, binds(token, key), as: .collapsed, in: s, removals: removals)
         case .removeExpired(let now):
-            try deleteMessages("DELETE FROM queued_message WHERE expires_at <= $1", binds(now), as: .expired,
-                               in: s, removals: &removals)
-            try s.execute("DELETE FROM message_body WHERE expires_at <= $1", binds(now))
+            deleteMessages("DELETE FROM queued_message WHERE expires_at <= $1", binds(now), as: .expired,
+                           in: s, removals: removals)
+            s.send("DELETE FROM message_body WHERE expires_at <= $1", binds(now))
         case .addOutbound(let o):
-            try s.execute("""
+            s.send("""
                 INSERT INTO outbound(sender_id, kind, message_id, token, json, created_at, expires_at, about_message_id, owner)
                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                 ON CONFLICT(sender_id, kind, token, message_id) DO UPDATE SET json = EXCLUDED.json,
@@ -254,34 +271,34 @@ public final class PostgresStore: Persistence {
                 """, binds(o.senderID, o.kind.rawValue, o.messageID, o.token, o.json, o.createdAt, o.expiresAt,
                            o.aboutMessageID, node))
         case .removeOutbound(let sender, let kind, let token, let id):
-            try s.execute("DELETE FROM outbound WHERE sender_id = $1 AND kind = $2 AND token = $3 AND message_id = $4",
+            s.send("DELETE FROM outbound WHERE sender_id = $1 AND kind = $2 AND token = $3 AND message_id = $4",
                           binds(sender, kind.rawValue, token, id))
         case .addToTray(let t):
-            try s.execute("""
+            s.send("""
                 INSERT INTO tray(token, device_message_id, payload, shown_at, view) VALUES ($1, $2, $3, $4, $5)
                 ON CONFLICT(token, device_message_id) DO UPDATE SET payload = EXCLUDED.payload,
                   shown_at = EXCLUDED.shown_at, view = EXCLUDED.view, seq = nextval('tray_seq_seq')
                 """, binds(t.token, t.deviceMessageID, t.payload, t.shownAt, t.view))
         case .removeFromTray(let token, let id):
-            try s.execute("DELETE FROM tray WHERE token = $1 AND device_message_id = $2", binds(token, id))
+            s.send("DELETE FROM tray WHERE token = $1 AND device_message_id = $2", binds(token, id))
         case .clearTray(let token):
-            try s.execute("DELETE FROM tray WHERE token = $1", binds(token))
+            s.send("DELETE FROM tray WHERE token = $1", binds(token))
         case .setMeta(let key, let value):
-            try s.execute("""
+            s.send("""
                 INSERT INTO meta(key, value) VALUES ($1, $2) ON CONFLICT(key) DO UPDATE SET value = EXCLUDED.value
                 """, binds(key, value))
         case .upsertDeviceGroup(let g):
             let members = JSONValue.array(g.members.map(JSONValue.string)).encoded()
-            try s.execute("""
+            s.send("""
                 INSERT INTO device_group(id, sender_id, name, members, created_at) VALUES ($1, $2, $3, $4, $5)
                 ON CONFLICT(id) DO UPDATE SET name = EXCLUDED.name, members = EXCLUDED.members
                 """, binds(g.id, g.senderID, g.name, members, g.createdAt))
         case .removeDeviceGroup(let id):
-            try s.execute("DELETE FROM device_group WHERE id = $1", binds(id))
+            s.send("DELETE FROM device_group WHERE id = $1", binds(id))
         case .removeAllDevices:
             for table in ["device", "queued_message", "outbound", "tray", "topic_subscription", "message_body",
                           "device_group", "apns_feedback"] {
-                try s.execute("DELETE FROM \(table)")
+                s.send("DELETE FROM \(table)")
             }
         case .removeSenderData(let sender):
             for sql in ["DELETE FROM queued_message WHERE sender_id = $1", "DELETE FROM outbound WHERE sender_id = $1",
@@ -290,37 +307,37 @@ public final class PostgresStore: Persistence {
                         "DELETE FROM queued_message WHERE device_key IN (SELECT device_key FROM device WHERE senders = $1)",
                         "DELETE FROM topic_subscription WHERE device_key IN (SELECT device_key FROM device WHERE senders = $1)",
                         "DELETE FROM device WHERE senders = $1"] {
-                try s.execute(sql, binds(sender))
+                s.send(sql, binds(sender))
             }
         case .subscribe(let subscriptions):
             for t in subscriptions {
-                try s.execute("""
+                s.send("""
                     INSERT INTO topic_subscription(sender_id, topic, device_key, added_at)
                     SELECT $1, $2, device_key, $3 FROM device WHERE token = $4 ON CONFLICT DO NOTHING
                     """, binds(t.senderID, t.topic, t.addedAt, t.token))
             }
         case .unsubscribe(let sender, let topic, let tokens):
-            try s.execute("""
+            s.send("""
                 DELETE FROM topic_subscription WHERE sender_id = $1 AND topic = $2
                   AND device_key IN (SELECT device_key FROM device WHERE token = ANY($3))
                 """, binds(sender, topic, tokens))
         case .removeSubscriptions(let token):
-            try s.execute("DELETE FROM topic_subscription WHERE device_key = (SELECT device_key FROM device WHERE token = $1)",
+            s.send("DELETE FROM topic_subscription WHERE device_key = (SELECT device_key FROM device WHERE token = $1)",
                           binds(token))
         case .fanOut(let fanOut):
-            try Self.fanOut(fanOut, in: s, node: node, removals: &removals)
+            try Self.fanOut(fanOut, in: s, node: node, removals: removals)
         case .addAPNsFeedback(let f):
-            try s.execute("""
+            s.send("""
                 INSERT INTO apns_feedback(bundle_id, device_token, timestamp) VALUES ($1, $2, $3)
                 ON CONFLICT(bundle_id, device_token) DO UPDATE SET timestamp = EXCLUDED.timestamp
                 """, binds(f.bundleID, f.deviceToken, f.timestamp))
         case .removeAPNsFeedback(let read):
             for f in read {
-                try s.execute("DELETE FROM apns_feedback WHERE bundle_id = $1 AND device_token = $2 AND timestamp <= $3",
+                s.send("DELETE FROM apns_feedback WHERE bundle_id = $1 AND device_token = $2 AND timestamp <= $3",
                               binds(f.bundleID, f.deviceToken, f.timestamp))
             }
         case .removeAPNsFeedbackToken(let bundleID, let token):
-            try s.execute("DELETE FROM apns_feedback WHERE bundle_id = $1 AND device_token = $2", binds(bundleID, token))
+            s.send("DELETE FROM apns_feedback WHERE bundle_id = $1 AND device_token = $2", binds(bundleID, token))
         }
     }
 
@@ -330,15 +347,10 @@ public final class PostgresStore: Persistence {
     private static func announce(_ op: StoreOp, in s: BlockingConnection.Session, node: String) throws {
         func registry(_ kind: String, _ value: String) throws {
             let payload = JSONValue.object(["n": .string(node), "k": .string(kind), "v": .string(value)]).encoded()
-            try s.execute("SELECT pg_notify('\(PostgresCluster.registryChannel)', $1)", binds(payload))
+            s.send("SELECT pg_notify('\(PostgresCluster.registryChannel)', $1)", binds(payload))
         }
         switch op {
-        case .enqueue(let m, _):
-            try s.execute("""
-                SELECT pg_notify('\(PostgresCluster.nodeChannelPrefix)' || p.node, p.token)
-                FROM device_presence p JOIN cluster_node n ON n.id = p.node
-                WHERE p.token = $1 AND p.node <> $2 AND n.lease_until > ccs_now_ms()
-                """, binds(m.token, node))
+        // An enqueue tells the device's node itself (`ccs_enqueue`).
         case .upsertDevice(let d): try registry("device", d.token)
         case .upsertSender(let r): try registry("sender", r.senderID)
         case .subscribe(let list):
@@ -360,25 +372,27 @@ public final class PostgresStore: Persistence {
             .first.map { try $0.makeRandomAccess()[0].decode(Int64.self) }
     }
 
-    static func collapse(device: Int64, key: String, in s: BlockingConnection.Session, removals: inout [QueueRemoval]?) throws {
-        try deleteMessages("""
+    static func collapse(device: Int64, key: String, in s: BlockingConnection.Session, removals: RemovalList?) throws {
+        deleteMessages("""
             DELETE FROM queued_message WHERE device_key = $1 AND collapse_key = $2 AND kind IN ('message', 'apns')
-            """, binds(device, key), as: .collapsed, in: s, removals: &removals)
+            """, binds(device, key), as: .collapsed, in: s, removals: removals)
     }
 
-    /// A DELETE on the queue; with `removals`, also notes which app messages went and why (the journal).
+    /// A DELETE on the queue, sent without waiting; with `removals`, also notes which app messages
+    /// went and why (the journal) when its rows come back.
     static func deleteMessages(_ sql: String, _ arguments: PostgresBindings, as reason: QueueRemoval.Reason,
-                               in s: BlockingConnection.Session, removals: inout [QueueRemoval]?) throws {
-        guard removals != nil else { try s.execute(sql, arguments); return }
-        let rows = try s.rows(sql + """
+                               in s: BlockingConnection.Session, removals: RemovalList?) {
+        guard let removals else { return s.send(sql, arguments) }
+        s.send(sql + """
              RETURNING device_message_id, (SELECT token FROM device d WHERE d.device_key = queued_message.device_key), kind, sender_id
-            """, arguments)
-        for row in rows {
-            let r = row.makeRandomAccess()
-            let kind = MessageKind(rawValue: try r[2].decode(String.self)) ?? .message
-            guard kind == .message || kind == .apnsNotification else { continue }
-            removals?.append(QueueRemoval(token: try r[1].decode(String?.self) ?? "", deviceMessageID: try r[0].decode(String.self),
-                                          reason: reason, senderID: try r[3].decode(String.self)))
+            """, arguments) { rows in
+            for row in rows {
+                let r = row.makeRandomAccess()
+                let kind = MessageKind(rawValue: try r[2].decode(String.self)) ?? .message
+                guard kind == .message || kind == .apnsNotification else { continue }
+                removals.append(QueueRemoval(token: try r[1].decode(String?.self) ?? "", deviceMessageID: try r[0].decode(String.self),
+                                             reason: reason, senderID: try r[3].decode(String.self)))
+            }
         }
     }
 
@@ -402,9 +416,9 @@ public final class PostgresStore: Persistence {
 
     /// FCM's limit reached: the device's non-collapsible messages go, the notice takes their place (once).
     static func overflow(device: Int64, notice: QueuedMessage, in s: BlockingConnection.Session,
-                         removals: inout [QueueRemoval]?) throws {
-        try deleteMessages("DELETE FROM queued_message WHERE device_key = $1 AND collapse_key IS NULL AND kind = 'message'",
-                           binds(device), as: .discarded, in: s, removals: &removals)
+                         removals: RemovalList?) throws {
+        deleteMessages("DELETE FROM queued_message WHERE device_key = $1 AND collapse_key IS NULL AND kind = 'message'",
+                           binds(device), as: .discarded, in: s, removals: removals)
         let notices = try count("SELECT COUNT(*) FROM queued_message WHERE device_key = $1 AND kind = 'deleted_messages'",
                                 binds(device), in: s)
         if notices == 0 { try insert(notice, device: device, in: s) }
@@ -414,34 +428,46 @@ public final class PostgresStore: Persistence {
         try s.rows(sql, arguments).first.map { try $0.makeRandomAccess()[0].decode(Int.self) } ?? 0
     }
 
-    private static func enqueue(_ m: QueuedMessage, limits: QueueLimits?, in s: BlockingConnection.Session,
-                                removals: inout [QueueRemoval]?) throws {
-        guard let device = try deviceKey(token: m.token, in: s) else { throw UnknownDevice(token: m.token) }
-        if let key = m.collapseKey { try collapse(device: device, key: key, in: s, removals: &removals) }
-        guard let limits else { return try insert(m, device: device, in: s) }
-        if m.collapseKey == nil {
-            let stored = try count("""
-                SELECT COUNT(*) FROM queued_message WHERE device_key = $1 AND collapse_key IS NULL AND kind = 'message'
-                """, binds(device), in: s)
-            if stored >= limits.maxNonCollapsible {
-                removals?.append(QueueRemoval(token: m.token, deviceMessageID: m.deviceMessageID, reason: .discarded,
-                                              senderID: m.senderID, onArrival: true))
-                return try overflow(device: device, notice: limits.overflowNotice, in: s, removals: &removals)
+    /// One message under FCM's rules, in one statement sent without waiting (`ccs_enqueue`,
+    /// PostgresSchema); a token without a device fails the transaction with `UnknownDevice`.
+    private static func enqueue(_ m: QueuedMessage, limits: QueueLimits?, in s: BlockingConnection.Session, node: String,
+                                removals: RemovalList?) {
+        let n = limits?.overflowNotice
+        var b = binds(node, m.token, m.deviceMessageID, m.senderID, m.appMessageID, m.collapseKey, m.priority, m.timeToLive,
+                      m.enqueuedAt, m.expiresAt, m.deliveryReceiptRequested ? 1 : 0, m.delayWhileIdle ? 1 : 0,
+                      m.isNotification ? 1 : 0, m.kind.rawValue, m.payload, m.platformBlocks,
+                      limits != nil, limits?.maxCollapseKeys ?? 0, limits?.maxNonCollapsible ?? 0)
+        for value in [n?.deviceMessageID, n?.senderID, n?.appMessageID, n?.collapseKey, n?.priority] as [String?] { b.append(value) }
+        b.append(n.map { Int64($0.timeToLive) }); b.append(n?.enqueuedAt); b.append(n?.expiresAt)
+        b.append(n.map { Int64($0.deliveryReceiptRequested ? 1 : 0) }); b.append(n.map { Int64($0.delayWhileIdle ? 1 : 0) })
+        b.append(n.map { Int64($0.isNotification ? 1 : 0) }); b.append(n?.kind.rawValue); b.append(n?.payload)
+        b.append(n?.platformBlocks)
+        let token = m.token
+        s.send("""
+            SELECT r_id, r_kind, r_sender, r_reason, r_on_arrival FROM ccs_enqueue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+              $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33)
+            """, b) { rows in
+            guard let removals else { return }
+            for row in rows {
+                let r = row.makeRandomAccess()
+                let onArrival = try r[4].decode(Bool.self)
+                let kind = MessageKind(rawValue: try r[1].decode(String.self)) ?? .message
+                guard onArrival || kind == .message || kind == .apnsNotification else { continue }
+                removals.append(QueueRemoval(token: token, deviceMessageID: try r[0].decode(String.self),
+                                             reason: QueueRemoval.Reason(rawValue: try r[3].decode(String.self)) ?? .collapsed,
+                                             senderID: try r[2].decode(String.self), onArrival: onArrival))
             }
-            return try insert(m, device: device, in: s)
         }
-        try insert(m, device: device, in: s)
-        try trimCollapseKeys(device: device, keeping: limits.maxCollapseKeys, in: s, removals: &removals)
     }
 
     /// At most `keeping` collapse keys per device: the oldest keys' messages go.
     static func trimCollapseKeys(device: Int64, keeping: Int, in s: BlockingConnection.Session,
-                                 removals: inout [QueueRemoval]?) throws {
+                                 removals: RemovalList?) throws {
         let keys = try s.rows("""
             SELECT collapse_key FROM queued_message WHERE device_key = $1 AND collapse_key IS NOT NULL AND kind IN ('message', 'apns')
             GROUP BY collapse_key ORDER BY MIN(seq)
             """, binds(device)).map { try $0.makeRandomAccess()[0].decode(String.self) }
-        for key in keys.dropLast(keeping) { try collapse(device: device, key: key, in: s, removals: &removals) }
+        for key in keys.dropLast(keeping) { try collapse(device: device, key: key, in: s, removals: removals) }
     }
 }
 
@@ -449,4 +475,10 @@ extension String {
     func leftPadded(to width: Int) -> String {
         count >= width ? self : String(repeating: "0", count: width - count) + self
     }
+}
+
+/// What one transaction's rules removed from queues, gathered as its statements' rows come back.
+final class RemovalList {
+    var items: [QueueRemoval] = []
+    func append(_ r: QueueRemoval) { items.append(r) }
 }
