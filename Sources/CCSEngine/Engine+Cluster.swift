@@ -11,6 +11,10 @@ extension Engine: ClusterEvents {
         if let link { deliverBacklog(token: token, link: link) }
     }
 
+    public func clusterMessageCommitted(_ message: QueuedMessage) {
+        handOver([message], to: message.token)
+    }
+
     public func clusterClaimed(_ records: [OutboundRecord]) {
         for r in records { enqueueOutbound(r) }
     }

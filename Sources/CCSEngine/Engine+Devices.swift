@@ -185,10 +185,7 @@ extension Engine {
             let sends = state.withLock { s -> [Send] in
                 guard s.online[token]?.link === link else { return [] }
                 s.online[token]?.loaded = true
-                let unheld = stored.filter {
-                    $0.expiresAt > now && s.online[token]?.inFlight[$0.deviceMessageID] == nil
-                        && s.online[token]?.confirming.contains($0.deviceMessageID) != true
-                }
+                let unheld = stored.filter { $0.expiresAt > now }
                 return take(unheld, token: token, &s)
             }
             perform(sends)
@@ -214,9 +211,10 @@ extension Engine {
         let platform = s.online[token]?.platform
         let deviceState = s.deviceStates[token] ?? DeviceState()
         var deliveries: [DeviceDelivery] = []
-        // A message already on this connection is not handed over twice (a backlog read and a hand-over
-        // after a commit may both hold it).
-        for m in messages where deviceState.admits(m, platform: platform) && s.online[token]?.inFlight[m.deviceMessageID] == nil {
+        // A message already on this connection, or confirmed on it, is not handed over again (a backlog
+        // read, a hand-over after a commit and another node's announcement may all hold it).
+        for m in messages where deviceState.admits(m, platform: platform) && s.online[token]?.inFlight[m.deviceMessageID] == nil
+            && s.online[token]?.confirmed.contains(m.deviceMessageID) != true {
             let d = DeviceDelivery(message: m, toTray: m.kind == .message && m.isNotification && !deviceState.foreground)
             s.online[token]?.inFlight[m.deviceMessageID] = InFlightDownstream(message: m, toTray: d.toTray, early: early)
             deliveries.append(d)
@@ -293,7 +291,7 @@ extension Engine {
         let now = clock.nowMillis()
         let found: (InFlightDownstream, String?)? = state.withLock { s in
             guard let entry = s.online[token]?.inFlight.removeValue(forKey: deviceMessageID) else { return nil }
-            s.online[token]?.confirming.insert(deviceMessageID)
+            s.online[token]?.confirmed.insert(deviceMessageID)
             return (entry, entry.message.deliveryReceiptRequested ? s.devices[token]?.app : nil)
         }
         guard let (entry, app) = found else { return }
@@ -311,7 +309,6 @@ extension Engine {
             // notification bound for the tray and a message with a receipt, whose removal must commit
             // together with the tray entry or the receipt (a crash never keeps one without the other).
             early.settle(.accepted(token: token, deviceMessageID: deviceMessageID))
-            state.withLock { _ = $0.online[token]?.confirming.remove(deviceMessageID) }  // never written: no read holds it
         } else {
             ops.append(.removeMessage(token: token, deviceMessageID: deviceMessageID))
         }
@@ -335,7 +332,6 @@ extension Engine {
         }
         if ops.isEmpty { return }
         committer.submit(ops) { [self, receipt] error in
-            state.withLock { _ = $0.online[token]?.confirming.remove(deviceMessageID) }
             guard error == nil, let receipt else { return }
             enqueueOutbound(receipt)
         }

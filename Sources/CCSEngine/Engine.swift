@@ -101,9 +101,24 @@ public final class Engine: Sendable {
         var loaded = false
         /// Written to this connection and not yet ACKed by the device.
         var inFlight: [String: InFlightDownstream] = [:]
-        /// ACKed by the device, their removal from the queue not committed yet: a queue read in the
-        /// meantime still holds them, and they must not be handed over again.
-        var confirming: Set<String> = []
+        /// The newest messages the device ACKed on this connection: a queue read before their removal
+        /// commits, or another node's announcement of one, must not hand them over again.
+        var confirmed = RecentIDs()
+    }
+
+    /// The last `capacity` ids added, oldest forgotten first.
+    struct RecentIDs {
+        static let capacity = 256
+        private var order = Deque<String>()
+        private var members = Set<String>()
+
+        func contains(_ id: String) -> Bool { members.contains(id) }
+
+        mutating func insert(_ id: String) {
+            guard members.insert(id).inserted else { return }
+            order.append(id)
+            if order.count > Self.capacity, let oldest = order.popFirst() { members.remove(oldest) }
+        }
     }
 
     struct SentOutbound {

@@ -28,8 +28,10 @@ public protocol ClusterCoordinator: Sendable {
 
 /// What a node is told of the others.
 public protocol ClusterEvents: AnyObject, Sendable {
-    /// Messages were committed for a device connected here.
+    /// Messages were committed for a device connected here: it reads the device's queue.
     func clusterQueueChanged(token: String)
+    /// This message was committed for a device connected here (announced with the message itself).
+    func clusterMessageCommitted(_ message: QueuedMessage)
     /// Upstream messages and receipts this node now holds (claimed for it), to send to its connections.
     func clusterClaimed(_ records: [OutboundRecord])
     /// Another node changed shared state: this node reads it again.

@@ -23,6 +23,29 @@ public struct CCSTarget: Sendable {
     public var senderID: String
     public var serverKey: String
     public var app = "com.example.bench"
+    /// Where the devices register and connect: another node of the same service (a cluster,
+    /// docs/scaling.md), so that every message crosses from one node to the other; nil: this one.
+    public var deviceNode: DeviceNode?
+
+    /// Another node's device side: its host, device port, HTTP port (registration) and CA.
+    public struct DeviceNode: Sendable {
+        public var host: String
+        public var devicePort: Int
+        public var httpPort: Int
+        public var caPEM: String
+
+        public init(host: String, devicePort: Int, httpPort: Int, caPEM: String) {
+            self.host = host
+            self.devicePort = devicePort
+            self.httpPort = httpPort
+            self.caPEM = caPEM
+        }
+    }
+
+    /// The node the devices use: `deviceNode`, or this one.
+    var devices: DeviceNode {
+        deviceNode ?? DeviceNode(host: host, devicePort: devicePort, httpPort: httpPort, caPEM: caPEM)
+    }
 
     public init(host: String, ccsPort: Int, devicePort: Int, httpPort: Int, caPEM: String, senderID: String,
                 serverKey: String) {
@@ -390,7 +413,7 @@ public final class BenchRunner: Sendable {
 
     /// Registers devices over the admin API, a few at a time.
     func registerDevices(_ target: CCSTarget, count: Int) async throws -> [Registration] {
-        let http = HTTPJSONClient(host: target.host, port: target.httpPort, group: group)
+        let http = HTTPJSONClient(host: target.devices.host, port: target.devices.httpPort, group: group)
         let body = JSONValue.object(["app": .string(target.app), "senders": .array([.string(target.senderID)]),
                                      "platform": .string("android")])
         var out = [Registration?](repeating: nil, count: count)
@@ -419,15 +442,16 @@ public final class BenchRunner: Sendable {
 
     func connectDevices(_ target: CCSTarget, _ devices: [Registration],
                         upstream: (@Sendable (Int) -> (plan: SendPlan, control: RunControl, senderID: String, credits: DeliveryCredits))?) async throws {
-        let tls = try Self.clientContext(caPEM: target.caPEM)
-        let isAddress = (try? SocketAddress(ipAddress: target.host, port: 0)) != nil
+        let node = target.devices
+        let tls = try Self.clientContext(caPEM: node.caPEM)
+        let isAddress = (try? SocketAddress(ipAddress: node.host, port: 0)) != nil
         let payload = options.payloadBytes
         try await connectMany(count: devices.count, what: "devices") { i, loop, recorder in
             let d = devices[i]
             let login = XMPPLogin(domain: "devices.ccs-emulator", user: d.deviceID, password: d.secret, resource: "device")
             let up = upstream?(i)
-            return try await self.connect(host: target.host, port: target.devicePort, tls: tls,
-                                          serverHostname: isAddress ? nil : target.host, loop: loop) { promise in
+            return try await self.connect(host: node.host, port: node.devicePort, tls: tls,
+                                          serverHostname: isAddress ? nil : node.host, loop: loop) { promise in
                 DeviceChannelConnection(login: login, recorder: recorder, established: promise, index: i,
                                         upstream: up, payloadBytes: payload)
             }

@@ -116,8 +116,8 @@ public final class PostgresCluster: ClusterCoordinator {
                 try connection.withSession { s in
                     try s.execute("BEGIN")
                     do {
-                        // The device row's lock orders this against every enqueue for the device.
-                        try s.execute("SELECT 1 FROM device WHERE token = $1 FOR NO KEY UPDATE", binds(token))
+                        // The device's lock orders this against every enqueue for the device.
+                        try s.execute("SELECT ccs_lock_device(device_key) FROM device WHERE token = $1", binds(token))
                         try s.execute("""
                             INSERT INTO device_presence(token, node, since) VALUES ($1, $2, ccs_now_ms())
                             ON CONFLICT(token) DO UPDATE SET node = EXCLUDED.node, since = EXCLUDED.since
@@ -294,11 +294,31 @@ public final class PostgresCluster: ClusterCoordinator {
         }
     }
 
+    /// A message as `ccs_enqueue` announces it (json_build_object of its row).
+    static func message(fromAnnouncement text: String) -> QueuedMessage? {
+        guard let o = try? JSONValue.parse(text).objectValue,
+              let token = o["token"]?.stringValue, let id = o["id"]?.stringValue, let sender = o["sender"]?.stringValue,
+              let appID = o["app_id"]?.stringValue, let priority = o["priority"]?.stringValue,
+              let ttl = o["ttl"]?.intValue, let enqueued = o["enqueued"]?.intValue, let expires = o["expires"]?.intValue,
+              let kind = o["kind"]?.stringValue.flatMap(MessageKind.init(rawValue:)), let payload = o["payload"]?.stringValue
+        else { return nil }
+        return QueuedMessage(token: token, deviceMessageID: id, senderID: sender, appMessageID: appID,
+                             collapseKey: o["key"]?.stringValue, priority: priority, timeToLive: Int(ttl),
+                             enqueuedAt: enqueued, expiresAt: expires, deliveryReceiptRequested: o["receipt"]?.intValue == 1,
+                             delayWhileIdle: o["dwi"]?.intValue == 1, isNotification: o["notification"]?.intValue == 1,
+                             kind: kind, payload: payload, platformBlocks: o["blocks"]?.stringValue)
+    }
+
     private func notified(channel: String, payload: String) {
         guard let events = events.withLock({ $0?.value }) else { return }
         switch channel {
         case self.channel:
-            events.clusterQueueChanged(token: payload)
+            if payload.hasPrefix("{") {
+                guard let message = Self.message(fromAnnouncement: payload) else { return }
+                events.clusterMessageCommitted(message)
+            } else {
+                events.clusterQueueChanged(token: payload)
+            }
         case Self.outboundChannel:
             if events.clusterConnectedSenders().contains(payload) { claim(senders: [payload]) }
         case Self.registryChannel:

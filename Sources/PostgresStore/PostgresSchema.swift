@@ -136,6 +136,15 @@ enum PostgresSchema {
         ALTER TABLE outbound ADD COLUMN owner TEXT;
         CREATE INDEX outbound_by_sender ON outbound(sender_id);
         """),
+        // Who writes a device's queue takes turns, on any node: an enqueue (and a device's presence)
+        // takes the device's advisory lock and, shared, lock 0; a fan-out takes lock 0 alone, so it
+        // waits for the enqueues in progress and they for it. Advisory locks live in memory: a row
+        // lock (SELECT … FOR UPDATE) would write the device's row, and the WAL, on every message.
+        .statement("""
+        CREATE FUNCTION ccs_lock_device(dk BIGINT) RETURNS VOID LANGUAGE SQL AS '
+          SELECT pg_advisory_xact_lock_shared(0); SELECT pg_advisory_xact_lock(dk)
+        '
+        """),
         // One message stored for one device under FCM's rules, in one statement (one round trip, and
         // statements of a batch go out back to back): the device row locked (every writer of this
         // queue takes its turn, on any node), collapse, the non-collapsible limit with its notice, the
@@ -170,12 +179,11 @@ enum PostgresSchema {
           dk BIGINT;
           stored BIGINT;
         BEGIN
-          SELECT d.device_key INTO dk FROM device d WHERE d.token = token_ FOR NO KEY UPDATE;
+          SELECT d.device_key INTO dk FROM device d WHERE d.token = token_;
           IF NOT FOUND THEN
             RAISE EXCEPTION 'no device with token %', token_ USING ERRCODE = 'P0002';
           END IF;
-          PERFORM pg_notify('ccs_node_' || p.node, token_) FROM device_presence p JOIN cluster_node c ON c.id = p.node
-            WHERE p.token = token_ AND p.node <> me AND c.lease_until > ccs_now_ms();
+          PERFORM ccs_lock_device(dk);
           IF m_key IS NOT NULL THEN
             RETURN QUERY WITH gone AS (
                 DELETE FROM queued_message q WHERE q.device_key = dk AND q.collapse_key = m_key AND q.kind IN ('message', 'apns')
@@ -197,11 +205,23 @@ enum PostgresSchema {
                 PERFORM ccs_insert_message(dk, n_id, n_sender, n_app_id, n_key, n_priority, n_ttl, n_enqueued, n_expires,
                   n_receipt, n_dwi, n_notification, n_kind, n_payload, n_blocks);
               END IF;
+              -- The device's node reads its queue (the notice).
+              PERFORM pg_notify('ccs_node_' || p.node, token_) FROM device_presence p JOIN cluster_node c ON c.id = p.node
+                WHERE p.token = token_ AND p.node <> me AND c.lease_until > ccs_now_ms();
               RETURN;
             END IF;
           END IF;
           PERFORM ccs_insert_message(dk, m_id, m_sender, m_app_id, m_key, m_priority, m_ttl, m_enqueued, m_expires,
             m_receipt, m_dwi, m_notification, m_kind, m_payload, m_blocks);
+          -- The device's node gets the message itself when it fits a notification (8000 bytes), so that
+          -- it hands it over without reading the queue; else the token, and it reads the queue.
+          PERFORM pg_notify('ccs_node_' || p.node, CASE WHEN octet_length(j) <= 7900 THEN j ELSE token_ END)
+          FROM device_presence p JOIN cluster_node c ON c.id = p.node,
+            LATERAL (SELECT json_build_object('token', token_, 'id', m_id, 'sender', m_sender, 'app_id', m_app_id,
+              'key', m_key, 'priority', m_priority, 'ttl', m_ttl, 'enqueued', m_enqueued, 'expires', m_expires,
+              'receipt', m_receipt, 'dwi', m_dwi, 'notification', m_notification, 'kind', m_kind, 'payload', m_payload,
+              'blocks', m_blocks)::TEXT AS j) message
+          WHERE p.token = token_ AND p.node <> me AND c.lease_until > ccs_now_ms();
           IF limited AND m_key IS NOT NULL THEN
             -- At most max_keys collapse keys: the oldest keys' messages go.
             RETURN QUERY WITH keys AS (
@@ -215,6 +235,32 @@ enum PostgresSchema {
                 RETURNING q.device_message_id, q.kind, q.sender_id)
               SELECT g.device_message_id, g.kind, g.sender_id, 'collapsed'::TEXT, false FROM gone g;
           END IF;
+        END
+        $body$
+        """),
+        // A run of enqueues of one batch as one statement (one round trip): `batch` is a JSON array of
+        // messages with their limits; the removals come back numbered by the message they belong to.
+        .statement("""
+        CREATE FUNCTION ccs_enqueue_many(me TEXT, batch JSONB)
+        RETURNS TABLE(r_index INT, r_id TEXT, r_kind TEXT, r_sender TEXT, r_reason TEXT, r_on_arrival BOOLEAN)
+        LANGUAGE plpgsql AS $body$
+        DECLARE
+          e JSONB;
+          n JSONB;
+          i INT := 0;
+        BEGIN
+          FOR e IN SELECT value FROM jsonb_array_elements(batch) LOOP
+            n := e->'notice';
+            RETURN QUERY SELECT i, x.r_id, x.r_kind, x.r_sender, x.r_reason, x.r_on_arrival FROM ccs_enqueue(me, e->>'token',
+              e->>'id', e->>'sender', e->>'app_id', e->>'key', e->>'priority', (e->>'ttl')::BIGINT, (e->>'enqueued')::BIGINT,
+              (e->>'expires')::BIGINT, (e->>'receipt')::BIGINT, (e->>'dwi')::BIGINT, (e->>'notification')::BIGINT,
+              e->>'kind', e->>'payload', e->>'blocks', (e->>'limited')::BOOLEAN, (e->>'max_keys')::BIGINT,
+              (e->>'max_plain')::BIGINT,
+              n->>'id', n->>'sender', n->>'app_id', n->>'key', n->>'priority', (n->>'ttl')::BIGINT, (n->>'enqueued')::BIGINT,
+              (n->>'expires')::BIGINT, (n->>'receipt')::BIGINT, (n->>'dwi')::BIGINT, (n->>'notification')::BIGINT,
+              n->>'kind', n->>'payload', n->>'blocks') x;
+            i := i + 1;
+          END LOOP;
         END
         $body$
         """),

@@ -8,20 +8,19 @@ extension PostgresStore {
         let m = f.message
         try s.execute("CREATE TEMP TABLE IF NOT EXISTS fanout_devices(device_key BIGINT PRIMARY KEY NOT NULL) ON COMMIT DELETE ROWS")
         try s.execute("DELETE FROM fanout_devices")
-        // The audience's device rows are locked (in key order, so that two fan-outs never deadlock):
-        // a node writing one of these queues meanwhile waits for this commit, so the rules stay exact.
+        // Lock 0 alone (`ccs_lock_device`): the enqueues in progress on any node finish first, later
+        // ones wait for this commit, so the per-device rules stay exact.
+        try s.execute("SELECT pg_advisory_xact_lock(0)")
         switch f.audience {
         case .subscribers(let sender, let topic):
             try s.execute("""
                 INSERT INTO fanout_devices(device_key)
-                SELECT d.device_key FROM device d JOIN topic_subscription t ON t.device_key = d.device_key
-                WHERE t.sender_id = $1 AND t.topic = $2 ORDER BY d.device_key FOR NO KEY UPDATE OF d
+                SELECT device_key FROM topic_subscription WHERE sender_id = $1 AND topic = $2 ORDER BY device_key
                 """, binds(sender, topic))
         case .tokens(let tokens):
             try s.execute("""
                 INSERT INTO fanout_devices(device_key)
-                SELECT device_key FROM device WHERE token = ANY($1) ORDER BY device_key FOR NO KEY UPDATE
-                ON CONFLICT DO NOTHING
+                SELECT device_key FROM device WHERE token = ANY($1) ORDER BY device_key ON CONFLICT DO NOTHING
                 """, binds(tokens))
         }
         if f.collapseKeyIsApp {

@@ -81,7 +81,8 @@ public final class PostgresStore: Persistence {
         try writer.withSession { s in
             try s.execute("BEGIN")
             do {
-                try s.execute("SELECT pg_advisory_xact_lock(7305421)")
+                // Negative: device keys (the per-device advisory locks) are positive.
+                try s.execute("SELECT pg_advisory_xact_lock(-7305421)")
                 try s.execute("CREATE TABLE IF NOT EXISTS ccs_schema_migration (version BIGINT PRIMARY KEY NOT NULL)")
                 let applied = try s.rows("SELECT COALESCE(MAX(version), 0) FROM ccs_schema_migration")
                     .first.map { try $0.makeRandomAccess()[0].decode(Int.self) } ?? 0
@@ -140,7 +141,19 @@ public final class PostgresStore: Persistence {
         do {
             try inTransaction { s in
                 removals?.items = []
-                for op in ops { try Self.apply(op, in: s, node: nodeID, failing: failing, removals: removals) }
+                // Consecutive enqueues go as one statement (`ccs_enqueue_many`), in their place.
+                var run: [(QueuedMessage, QueueLimits?)] = []
+                for op in ops {
+                    if case .enqueue(let m, let limits) = op {
+                        if let failing, failing(op) { throw InjectedStoreFailure() }
+                        run.append((m, limits))
+                        continue
+                    }
+                    Self.enqueue(run, in: s, node: nodeID, removals: removals)
+                    run = []
+                    try Self.apply(op, in: s, node: nodeID, failing: failing, removals: removals)
+                }
+                Self.enqueue(run, in: s, node: nodeID, removals: removals)
             }
         } catch {
             throw Self.domainError(error)
@@ -365,13 +378,6 @@ public final class PostgresStore: Persistence {
         }
     }
 
-    /// The device's number, its row locked until the transaction ends: the per-device rules below
-    /// (collapse, the limits) then run for one device at a time across every node writing to it.
-    static func deviceKey(token: String, in s: BlockingConnection.Session) throws -> Int64? {
-        try s.rows("SELECT device_key FROM device WHERE token = $1 FOR NO KEY UPDATE", binds(token))
-            .first.map { try $0.makeRandomAccess()[0].decode(Int64.self) }
-    }
-
     static func collapse(device: Int64, key: String, in s: BlockingConnection.Session, removals: RemovalList?) throws {
         deleteMessages("""
             DELETE FROM queued_message WHERE device_key = $1 AND collapse_key = $2 AND kind IN ('message', 'apns')
@@ -428,36 +434,60 @@ public final class PostgresStore: Persistence {
         try s.rows(sql, arguments).first.map { try $0.makeRandomAccess()[0].decode(Int.self) } ?? 0
     }
 
-    /// One message under FCM's rules, in one statement sent without waiting (`ccs_enqueue`,
-    /// PostgresSchema); a token without a device fails the transaction with `UnknownDevice`.
+    /// One message under FCM's rules (`ccs_enqueue`, PostgresSchema); a token without a device fails
+    /// the transaction with `UnknownDevice`.
     private static func enqueue(_ m: QueuedMessage, limits: QueueLimits?, in s: BlockingConnection.Session, node: String,
                                 removals: RemovalList?) {
-        let n = limits?.overflowNotice
-        var b = binds(node, m.token, m.deviceMessageID, m.senderID, m.appMessageID, m.collapseKey, m.priority, m.timeToLive,
-                      m.enqueuedAt, m.expiresAt, m.deliveryReceiptRequested ? 1 : 0, m.delayWhileIdle ? 1 : 0,
-                      m.isNotification ? 1 : 0, m.kind.rawValue, m.payload, m.platformBlocks,
-                      limits != nil, limits?.maxCollapseKeys ?? 0, limits?.maxNonCollapsible ?? 0)
-        for value in [n?.deviceMessageID, n?.senderID, n?.appMessageID, n?.collapseKey, n?.priority] as [String?] { b.append(value) }
-        b.append(n.map { Int64($0.timeToLive) }); b.append(n?.enqueuedAt); b.append(n?.expiresAt)
-        b.append(n.map { Int64($0.deliveryReceiptRequested ? 1 : 0) }); b.append(n.map { Int64($0.delayWhileIdle ? 1 : 0) })
-        b.append(n.map { Int64($0.isNotification ? 1 : 0) }); b.append(n?.kind.rawValue); b.append(n?.payload)
-        b.append(n?.platformBlocks)
-        let token = m.token
-        s.send("""
-            SELECT r_id, r_kind, r_sender, r_reason, r_on_arrival FROM ccs_enqueue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-              $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33)
-            """, b) { rows in
+        enqueue([(m, limits)], in: s, node: node, removals: removals)
+    }
+
+    /// Messages under FCM's rules, in order, as one statement sent without waiting (`ccs_enqueue_many`).
+    static func enqueue(_ run: [(QueuedMessage, QueueLimits?)], in s: BlockingConnection.Session, node: String,
+                        removals: RemovalList?) {
+        guard !run.isEmpty else { return }
+        var batch = "["
+        for (i, (m, limits)) in run.enumerated() {
+            if i > 0 { batch += "," }
+            var fields = Self.fields(of: m)
+            fields["token"] = .string(m.token)
+            if let limits {
+                fields["limited"] = .bool(true)
+                fields["max_keys"] = .int(Int64(limits.maxCollapseKeys))
+                fields["max_plain"] = .int(Int64(limits.maxNonCollapsible))
+                fields["notice"] = .object(Self.fields(of: limits.overflowNotice))
+            } else {
+                fields["limited"] = .bool(false)
+            }
+            batch += JSONValue.object(fields).encoded()
+        }
+        batch += "]"
+        let tokens = run.map(\.0.token)
+        s.send("SELECT r_index, r_id, r_kind, r_sender, r_reason, r_on_arrival FROM ccs_enqueue_many($1, $2::JSONB)",
+               binds(node, batch)) { rows in
             guard let removals else { return }
             for row in rows {
                 let r = row.makeRandomAccess()
-                let onArrival = try r[4].decode(Bool.self)
-                let kind = MessageKind(rawValue: try r[1].decode(String.self)) ?? .message
-                guard onArrival || kind == .message || kind == .apnsNotification else { continue }
-                removals.append(QueueRemoval(token: token, deviceMessageID: try r[0].decode(String.self),
-                                             reason: QueueRemoval.Reason(rawValue: try r[3].decode(String.self)) ?? .collapsed,
-                                             senderID: try r[2].decode(String.self), onArrival: onArrival))
+                let index = try r[0].decode(Int.self)
+                let onArrival = try r[5].decode(Bool.self)
+                let kind = MessageKind(rawValue: try r[2].decode(String.self)) ?? .message
+                guard onArrival || kind == .message || kind == .apnsNotification, tokens.indices.contains(index) else { continue }
+                removals.append(QueueRemoval(token: tokens[index], deviceMessageID: try r[1].decode(String.self),
+                                             reason: QueueRemoval.Reason(rawValue: try r[4].decode(String.self)) ?? .collapsed,
+                                             senderID: try r[3].decode(String.self), onArrival: onArrival))
             }
         }
+    }
+
+    /// A queue row's columns as `ccs_enqueue_many` reads them.
+    private static func fields(of m: QueuedMessage) -> [String: JSONValue] {
+        [
+            "id": .string(m.deviceMessageID), "sender": .string(m.senderID), "app_id": .string(m.appMessageID),
+            "key": m.collapseKey.map(JSONValue.string) ?? .null, "priority": .string(m.priority),
+            "ttl": .int(Int64(m.timeToLive)), "enqueued": .int(m.enqueuedAt), "expires": .int(m.expiresAt),
+            "receipt": .int(m.deliveryReceiptRequested ? 1 : 0), "dwi": .int(m.delayWhileIdle ? 1 : 0),
+            "notification": .int(m.isNotification ? 1 : 0), "kind": .string(m.kind.rawValue), "payload": .string(m.payload),
+            "blocks": m.platformBlocks.map(JSONValue.string) ?? .null,
+        ]
     }
 
     /// At most `keeping` collapse keys per device: the oldest keys' messages go.

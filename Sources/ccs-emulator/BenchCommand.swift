@@ -104,15 +104,18 @@ struct CCSServerOptions: ParsableArguments {
     var senderID: String?
     @Option(help: "Server key for the sender ID (permissive auth accepts any).")
     var serverKey = "bench-server-key"
+    @Option(help: ArgumentHelp("Another node of the same service (serve --store postgres://…) for the devices: they register and connect there, the app servers to --server, and every message crosses between the nodes (docs/scaling.md).", valueName: "url"))
+    var deviceServer: String?
 
     func validate() throws {
+        if deviceServer != nil && embedded { throw ValidationError("--device-server needs --server, not --embedded") }
         if let s = senderID, s.isEmpty || !s.allSatisfy({ $0.isASCII && $0.isNumber }) {
             throw ValidationError("--sender-id must be numeric")
         }
     }
 
     var choice: CCSServerChoice {
-        CCSServerChoice(server: server, embedded: embedded, senderID: senderID, serverKey: serverKey)
+        CCSServerChoice(server: server, embedded: embedded, senderID: senderID, serverKey: serverKey, deviceServer: deviceServer)
     }
 }
 
@@ -122,6 +125,7 @@ struct CCSServerChoice {
     var embedded: Bool
     var senderID: String?
     var serverKey: String
+    var deviceServer: String? = nil
 }
 
 struct XMPPServerOptions: ParsableArguments {
@@ -169,8 +173,20 @@ private func runCCS(_ options: BenchOptions, json: Bool, _ server: CCSServerChoi
             throw ValidationError("--server must look like http://HOST:PORT")
         }
         do {
-            target = try await CCSTarget.discover(host: host, httpPort: port, senderID: senderID,
-                                                  serverKey: server.serverKey, group: helper)
+            var found = try await CCSTarget.discover(host: host, httpPort: port, senderID: senderID,
+                                                     serverKey: server.serverKey, group: helper)
+            if let other = server.deviceServer {
+                guard let (deviceHost, devicePort) = HTTPJSONClient.parseBaseURL(other) else {
+                    throw ValidationError("--device-server must look like http://HOST:PORT")
+                }
+                let node = try await CCSTarget.discover(host: deviceHost, httpPort: devicePort, senderID: senderID,
+                                                        serverKey: server.serverKey, group: helper)
+                found.deviceNode = .init(host: node.host, devicePort: node.devicePort, httpPort: node.httpPort, caPEM: node.caPEM)
+            }
+            target = found
+        } catch let error as ValidationError {
+            try? await helper.shutdownGracefully()
+            throw error
         } catch {
             try? await helper.shutdownGracefully()
             let detail = error is BenchError || error is HTTPJSONClient.Failure ? "\(error)" : ConnectionFailure.describe(error)
