@@ -141,31 +141,18 @@ enum PostgresSchema {
         // waits for the enqueues in progress and they for it. Advisory locks live in memory: a row
         // lock (SELECT … FOR UPDATE) would write the device's row, and the WAL, on every message.
         .statement("""
-        CREATE FUNCTION ccs_lock_device(dk BIGINT) RETURNS VOID LANGUAGE SQL AS '
-          SELECT pg_advisory_xact_lock_shared(0); SELECT pg_advisory_xact_lock(dk)
-        '
+        CREATE FUNCTION ccs_lock_device(dk BIGINT) RETURNS VOID LANGUAGE plpgsql AS $body$
+        BEGIN
+          PERFORM pg_advisory_xact_lock_shared(0);
+          PERFORM pg_advisory_xact_lock(dk);
+        END
+        $body$
         """),
-        // One message stored for one device under FCM's rules, in one statement (one round trip, and
-        // statements of a batch go out back to back): the device row locked (every writer of this
-        // queue takes its turn, on any node), collapse, the non-collapsible limit with its notice, the
-        // collapse-key limit, and the node holding the device told. Returns what the rules removed
+        // One message stored for one device under FCM's rules, in one statement: the device locked
+        // (every writer of its queue takes its turn, on any node), collapse, the non-collapsible limit
+        // with its notice, the collapse-key limit, and the node holding the device told. All inline:
+        // PL/pgSQL keeps its plans, while a SQL-language helper was parsed and planned on every call. Returns what the rules removed
         // (for the journal). The same rules as the SQLite backend's `Store.enqueue`.
-        .statement("""
-        CREATE FUNCTION ccs_insert_message(dk BIGINT, m_id TEXT, m_sender TEXT, m_app_id TEXT, m_key TEXT, m_priority TEXT,
-          m_ttl BIGINT, m_enqueued BIGINT, m_expires BIGINT, m_receipt BIGINT, m_dwi BIGINT, m_notification BIGINT,
-          m_kind TEXT, m_payload TEXT, m_blocks TEXT) RETURNS VOID LANGUAGE SQL AS '
-          INSERT INTO queued_message(device_key, device_message_id, sender_id, app_message_id, collapse_key, priority, ttl,
-            enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload, platform_blocks)
-          VALUES (dk, m_id, m_sender, m_app_id, m_key, m_priority, m_ttl, m_enqueued, m_expires, m_receipt, m_dwi,
-            m_notification, m_kind, m_payload, m_blocks)
-          ON CONFLICT(device_key, device_message_id) DO UPDATE SET sender_id = EXCLUDED.sender_id,
-            app_message_id = EXCLUDED.app_message_id, collapse_key = EXCLUDED.collapse_key, priority = EXCLUDED.priority,
-            ttl = EXCLUDED.ttl, enqueued_at = EXCLUDED.enqueued_at, expires_at = EXCLUDED.expires_at,
-            receipt = EXCLUDED.receipt, delay_while_idle = EXCLUDED.delay_while_idle,
-            notification = EXCLUDED.notification, kind = EXCLUDED.kind, payload = EXCLUDED.payload,
-            platform_blocks = EXCLUDED.platform_blocks, body_id = NULL, seq = nextval(''queued_message_seq_seq'')
-        '
-        """),
         .statement("""
         CREATE FUNCTION ccs_enqueue(me TEXT, token_ TEXT,
           m_id TEXT, m_sender TEXT, m_app_id TEXT, m_key TEXT, m_priority TEXT, m_ttl BIGINT, m_enqueued BIGINT,
@@ -183,7 +170,9 @@ enum PostgresSchema {
           IF NOT FOUND THEN
             RAISE EXCEPTION 'no device with token %', token_ USING ERRCODE = 'P0002';
           END IF;
-          PERFORM ccs_lock_device(dk);
+          -- ccs_lock_device, inline: a call would cost a function lookup per message.
+          PERFORM pg_advisory_xact_lock_shared(0);
+          PERFORM pg_advisory_xact_lock(dk);
           IF m_key IS NOT NULL THEN
             RETURN QUERY WITH gone AS (
                 DELETE FROM queued_message q WHERE q.device_key = dk AND q.collapse_key = m_key AND q.kind IN ('message', 'apns')
@@ -202,8 +191,16 @@ enum PostgresSchema {
                   RETURNING q.device_message_id, q.kind, q.sender_id)
                 SELECT g.device_message_id, g.kind, g.sender_id, 'discarded'::TEXT, false FROM gone g;
               IF NOT EXISTS (SELECT 1 FROM queued_message q WHERE q.device_key = dk AND q.kind = 'deleted_messages') THEN
-                PERFORM ccs_insert_message(dk, n_id, n_sender, n_app_id, n_key, n_priority, n_ttl, n_enqueued, n_expires,
-                  n_receipt, n_dwi, n_notification, n_kind, n_payload, n_blocks);
+                INSERT INTO queued_message(device_key, device_message_id, sender_id, app_message_id, collapse_key, priority, ttl,
+                    enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload, platform_blocks)
+                  VALUES (dk, n_id, n_sender, n_app_id, n_key, n_priority, n_ttl, n_enqueued, n_expires, n_receipt, n_dwi,
+                    n_notification, n_kind, n_payload, n_blocks)
+                  ON CONFLICT(device_key, device_message_id) DO UPDATE SET sender_id = EXCLUDED.sender_id,
+                    app_message_id = EXCLUDED.app_message_id, collapse_key = EXCLUDED.collapse_key, priority = EXCLUDED.priority,
+                    ttl = EXCLUDED.ttl, enqueued_at = EXCLUDED.enqueued_at, expires_at = EXCLUDED.expires_at,
+                    receipt = EXCLUDED.receipt, delay_while_idle = EXCLUDED.delay_while_idle,
+                    notification = EXCLUDED.notification, kind = EXCLUDED.kind, payload = EXCLUDED.payload,
+                    platform_blocks = EXCLUDED.platform_blocks, body_id = NULL, seq = nextval('queued_message_seq_seq');
               END IF;
               -- The device's node reads its queue (the notice).
               PERFORM pg_notify('ccs_node_' || p.node, token_) FROM device_presence p JOIN cluster_node c ON c.id = p.node
@@ -211,8 +208,16 @@ enum PostgresSchema {
               RETURN;
             END IF;
           END IF;
-          PERFORM ccs_insert_message(dk, m_id, m_sender, m_app_id, m_key, m_priority, m_ttl, m_enqueued, m_expires,
-            m_receipt, m_dwi, m_notification, m_kind, m_payload, m_blocks);
+          INSERT INTO queued_message(device_key, device_message_id, sender_id, app_message_id, collapse_key, priority, ttl,
+              enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload, platform_blocks)
+            VALUES (dk, m_id, m_sender, m_app_id, m_key, m_priority, m_ttl, m_enqueued, m_expires, m_receipt, m_dwi,
+              m_notification, m_kind, m_payload, m_blocks)
+            ON CONFLICT(device_key, device_message_id) DO UPDATE SET sender_id = EXCLUDED.sender_id,
+              app_message_id = EXCLUDED.app_message_id, collapse_key = EXCLUDED.collapse_key, priority = EXCLUDED.priority,
+              ttl = EXCLUDED.ttl, enqueued_at = EXCLUDED.enqueued_at, expires_at = EXCLUDED.expires_at,
+              receipt = EXCLUDED.receipt, delay_while_idle = EXCLUDED.delay_while_idle,
+              notification = EXCLUDED.notification, kind = EXCLUDED.kind, payload = EXCLUDED.payload,
+              platform_blocks = EXCLUDED.platform_blocks, body_id = NULL, seq = nextval('queued_message_seq_seq');
           -- The device's node gets the message itself when it fits a notification (8000 bytes), so that
           -- it hands it over without reading the queue; else the token, and it reads the queue.
           PERFORM pg_notify('ccs_node_' || p.node, CASE WHEN octet_length(j) <= 7900 THEN j ELSE token_ END)

@@ -141,19 +141,31 @@ public final class PostgresStore: Persistence {
         do {
             try inTransaction { s in
                 removals?.items = []
-                // Consecutive enqueues go as one statement (`ccs_enqueue_many`), in their place.
-                var run: [(QueuedMessage, QueueLimits?)] = []
-                for op in ops {
-                    if case .enqueue(let m, let limits) = op {
-                        if let failing, failing(op) { throw InjectedStoreFailure() }
-                        run.append((m, limits))
-                        continue
-                    }
-                    Self.enqueue(run, in: s, node: nodeID, removals: removals)
-                    run = []
-                    try Self.apply(op, in: s, node: nodeID, failing: failing, removals: removals)
+                // Consecutive enqueues go as one statement (`ccs_enqueue_many`), and consecutive removals
+                // of delivered messages as another, each in its place: a batch costs a few round trips.
+                var enqueues: [(QueuedMessage, QueueLimits?)] = []
+                var delivered: [(token: String, id: String)] = []
+                func flushRuns() {
+                    Self.enqueue(enqueues, in: s, node: nodeID, removals: removals)
+                    Self.removeMessages(delivered, in: s)
+                    enqueues = []
+                    delivered = []
                 }
-                Self.enqueue(run, in: s, node: nodeID, removals: removals)
+                for op in ops {
+                    if let failing, failing(op) { throw InjectedStoreFailure() }
+                    switch op {
+                    case .enqueue(let m, let limits):
+                        if !delivered.isEmpty { flushRuns() }
+                        enqueues.append((m, limits))
+                    case .removeMessage(let token, let id):
+                        if !enqueues.isEmpty { flushRuns() }
+                        delivered.append((token, id))
+                    default:
+                        flushRuns()
+                        try Self.apply(op, in: s, node: nodeID, failing: nil, removals: removals)
+                    }
+                }
+                flushRuns()
             }
         } catch {
             throw Self.domainError(error)
@@ -476,6 +488,15 @@ public final class PostgresStore: Persistence {
                                              senderID: try r[3].decode(String.self), onArrival: onArrival))
             }
         }
+    }
+
+    /// Messages their devices confirmed, gone from the queues, as one statement sent without waiting.
+    static func removeMessages(_ run: [(token: String, id: String)], in s: BlockingConnection.Session) {
+        guard !run.isEmpty else { return }
+        s.send("""
+            DELETE FROM queued_message q USING device d, unnest($1::TEXT[], $2::TEXT[]) AS x(token, id)
+            WHERE d.token = x.token AND q.device_key = d.device_key AND q.device_message_id = x.id
+            """, binds(run.map(\.token), run.map(\.id)))
     }
 
     /// A queue row's columns as `ccs_enqueue_many` reads them.
