@@ -59,6 +59,24 @@ final class BlockingConnection: Sendable {
         }
     }
 
+    /// Runs `body` in one transaction, alone on the connection: committed if it returns, rolled back
+    /// if it throws.
+    @discardableResult
+    func transaction<T>(_ body: (Session) throws -> T) throws -> T {
+        try withSession { s in
+            try s.execute("BEGIN")
+            do {
+                let result = try body(s)
+                try s.execute("COMMIT")
+                return result
+            } catch {
+                s.abandon()
+                if !s.connection.isClosed { _ = try? s.execute("ROLLBACK") }
+                throw error
+            }
+        }
+    }
+
     func close() {
         connection.withLock { slot in
             if let open = slot { _ = try? open.close().wait() }

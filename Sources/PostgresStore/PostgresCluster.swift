@@ -113,20 +113,13 @@ public final class PostgresCluster: ClusterCoordinator {
     public func deviceOnline(token: String, then: @escaping @Sendable () -> Void) {
         queue.async { [self] in
             do {
-                try connection.withSession { s in
-                    try s.execute("BEGIN")
-                    do {
-                        // The device's lock orders this against every enqueue for the device.
-                        try s.execute("SELECT ccs_lock_device(device_key) FROM device WHERE token = $1", binds(token))
-                        try s.execute("""
-                            INSERT INTO device_presence(token, node, since) VALUES ($1, $2, ccs_now_ms())
-                            ON CONFLICT(token) DO UPDATE SET node = EXCLUDED.node, since = EXCLUDED.since
-                            """, binds(token, nodeID))
-                        try s.execute("COMMIT")
-                    } catch {
-                        if !s.connection.isClosed { _ = try? s.execute("ROLLBACK") }
-                        throw error
-                    }
+                try connection.transaction { s in
+                    // The device's lock orders this against every enqueue for the device.
+                    try s.execute("SELECT ccs_lock_device(device_key) FROM device WHERE token = $1", binds(token))
+                    try s.execute("""
+                        INSERT INTO device_presence(token, node, since) VALUES ($1, $2, ccs_now_ms())
+                        ON CONFLICT(token) DO UPDATE SET node = EXCLUDED.node, since = EXCLUDED.since
+                        """, binds(token, nodeID))
                 }
             } catch {
                 // Messages from other nodes then wait for the sweep.
@@ -156,22 +149,15 @@ public final class PostgresCluster: ClusterCoordinator {
         guard !records.isEmpty else { return }
         queue.async { [self] in
             do {
-                try connection.withSession { s in
-                    try s.execute("BEGIN")
-                    do {
-                        for r in records {
-                            try s.execute("""
-                                UPDATE outbound SET owner = NULL
-                                WHERE sender_id = $1 AND kind = $2 AND token = $3 AND message_id = $4 AND owner = $5
-                                """, binds(r.senderID, r.kind.rawValue, r.token, r.messageID, nodeID))
-                        }
-                        for sender in Set(records.map(\.senderID)) {
-                            try s.execute("SELECT pg_notify('\(Self.outboundChannel)', $1)", binds(sender))
-                        }
-                        try s.execute("COMMIT")
-                    } catch {
-                        if !s.connection.isClosed { _ = try? s.execute("ROLLBACK") }
-                        throw error
+                try connection.transaction { s in
+                    for r in records {
+                        s.send("""
+                            UPDATE outbound SET owner = NULL
+                            WHERE sender_id = $1 AND kind = $2 AND token = $3 AND message_id = $4 AND owner = $5
+                            """, binds(r.senderID, r.kind.rawValue, r.token, r.messageID, nodeID))
+                    }
+                    for sender in Set(records.map(\.senderID)) {
+                        s.send("SELECT pg_notify('\(Self.outboundChannel)', $1)", binds(sender))
                     }
                 }
             } catch {
@@ -213,16 +199,9 @@ public final class PostgresCluster: ClusterCoordinator {
                     UPDATE outbound SET owner = $1
                     WHERE \(condition) AND (owner IS NULL OR owner NOT IN (
                       SELECT id FROM cluster_node WHERE lease_until > ccs_now_ms()))
-                    RETURNING seq, sender_id, kind, message_id, token, json, created_at, expires_at, about_message_id
+                    RETURNING sender_id, kind, message_id, token, json, created_at, expires_at, about_message_id, seq
                     """, arguments).map { row -> (Int64, OutboundRecord) in
-                    let r = row.makeRandomAccess()
-                    return (try r[0].decode(Int64.self),
-                            OutboundRecord(senderID: try r[1].decode(String.self),
-                                           kind: OutboundKind(rawValue: try r[2].decode(String.self)) ?? .upstream,
-                                           messageID: try r[3].decode(String.self), token: try r[4].decode(String.self),
-                                           json: try r[5].decode(String.self), createdAt: try r[6].decode(Int64.self),
-                                           expiresAt: try r[7].decode(Int64.self),
-                                           aboutMessageID: try r[8].decode(String?.self)))
+                    (try row.makeRandomAccess()[8].decode(Int64.self), try PostgresStore.outbound(from: row))
                 }.sorted { $0.0 < $1.0 }.map(\.1)
             }
         } catch {

@@ -37,46 +37,39 @@ extension PostgresStore {
     /// and errors as the SQLite backend's import.
     public func importSnapshot(_ text: String) throws {
         let tables = try StoreSnapshot.parse(text, schema: PostgresSchema.name)
-        try writer.withSession { s in
-            try s.execute("BEGIN")
-            do {
-                for name in StoreSnapshot.tables.reversed() { try s.execute("DELETE FROM \(name)") }
-                for name in StoreSnapshot.tables {
-                    let known = PostgresSchema.exportedColumns[name] ?? []
-                    for (index, row) in (tables[name]?.arrayValue ?? []).enumerated() {
-                        guard let object = row.objectValue else {
-                            throw StoreSnapshot.ImportError("\(name)[\(index)] is not an object")
+        try writer.transaction { s in
+            for name in StoreSnapshot.tables.reversed() { try s.execute("DELETE FROM \(name)") }
+            for name in StoreSnapshot.tables {
+                let known = PostgresSchema.exportedColumns[name] ?? []
+                for (index, row) in (tables[name]?.arrayValue ?? []).enumerated() {
+                    guard let object = row.objectValue else {
+                        throw StoreSnapshot.ImportError("\(name)[\(index)] is not an object")
+                    }
+                    let columns = object.keys.sorted()
+                    var bindings = PostgresBindings(capacity: columns.count)
+                    for column in columns {
+                        guard let kind = known.first(where: { $0.name == column }) else {
+                            throw StoreSnapshot.ImportError("\(name)[\(index)]: unknown column \"\(column)\"")
                         }
-                        let columns = object.keys.sorted()
-                        var bindings = PostgresBindings(capacity: columns.count)
-                        for column in columns {
-                            guard let kind = known.first(where: { $0.name == column }) else {
-                                throw StoreSnapshot.ImportError("\(name)[\(index)]: unknown column \"\(column)\"")
-                            }
-                            switch (object[column]!, kind.isText) {
-                            case (.null, _): bindings.appendNull()
-                            case (.string(let v), true): bindings.append(v)
-                            case (.int(let v), false): bindings.append(v)
-                            case (.bool(let v), false): bindings.append(Int64(v ? 1 : 0))
-                            default:
-                                throw StoreSnapshot.ImportError("\(name)[\(index)].\(column): not a value this column holds")
-                            }
-                        }
-                        let placeholders = (1...max(columns.count, 1)).map { "$\($0)" }.prefix(columns.count).joined(separator: ", ")
-                        do {
-                            try s.execute("INSERT INTO \(name) (\(columns.joined(separator: ", "))) VALUES (\(placeholders))", bindings)
-                        } catch let error as PostgresFailure {
-                            throw StoreSnapshot.ImportError("\(name)[\(index)]: \(error.message)")
+                        switch (object[column]!, kind.isText) {
+                        case (.null, _): bindings.appendNull()
+                        case (.string(let v), true): bindings.append(v)
+                        case (.int(let v), false): bindings.append(v)
+                        case (.bool(let v), false): bindings.append(Int64(v ? 1 : 0))
+                        default:
+                            throw StoreSnapshot.ImportError("\(name)[\(index)].\(column): not a value this column holds")
                         }
                     }
+                    let placeholders = (1...max(columns.count, 1)).map { "$\($0)" }.prefix(columns.count).joined(separator: ", ")
+                    do {
+                        try s.execute("INSERT INTO \(name) (\(columns.joined(separator: ", "))) VALUES (\(placeholders))", bindings)
+                    } catch let error as PostgresFailure {
+                        throw StoreSnapshot.ImportError("\(name)[\(index)]: \(error.message)")
+                    }
                 }
-                for (sequence, table, column) in PostgresSchema.sequences {
-                    try s.execute("SELECT setval('\(sequence)', COALESCE((SELECT MAX(\(column)) FROM \(table)), 0) + 1, false)")
-                }
-                try s.execute("COMMIT")
-            } catch {
-                if !s.connection.isClosed { _ = try? s.execute("ROLLBACK") }
-                throw error
+            }
+            for (sequence, table, column) in PostgresSchema.sequences {
+                try s.execute("SELECT setval('\(sequence)', COALESCE((SELECT MAX(\(column)) FROM \(table)), 0) + 1, false)")
             }
         }
     }

@@ -78,25 +78,18 @@ public final class PostgresStore: Persistence {
     /// Applies the migrations not applied yet, in one transaction under an advisory lock: two nodes
     /// starting on one empty database apply each migration once.
     private func migrate() throws {
-        try writer.withSession { s in
-            try s.execute("BEGIN")
-            do {
-                // Negative: device keys (the per-device advisory locks) are positive.
-                try s.execute("SELECT pg_advisory_xact_lock(-7305421)")
-                try s.execute("CREATE TABLE IF NOT EXISTS ccs_schema_migration (version BIGINT PRIMARY KEY NOT NULL)")
-                let applied = try s.rows("SELECT COALESCE(MAX(version), 0) FROM ccs_schema_migration")
-                    .first.map { try $0.makeRandomAccess()[0].decode(Int.self) } ?? 0
-                for (index, migration) in PostgresSchema.migrations.enumerated() where index + 1 > applied {
-                    switch migration {
-                    case .script(let sql): try s.script(sql)
-                    case .statement(let sql): try s.execute(sql)
-                    }
-                    try s.execute("INSERT INTO ccs_schema_migration(version) VALUES ($1)", binds(index + 1))
+        try writer.transaction { s in
+            // Negative: device keys (the per-device advisory locks) are positive.
+            try s.execute("SELECT pg_advisory_xact_lock(-7305421)")
+            try s.execute("CREATE TABLE IF NOT EXISTS ccs_schema_migration (version BIGINT PRIMARY KEY NOT NULL)")
+            let applied = try s.rows("SELECT COALESCE(MAX(version), 0) FROM ccs_schema_migration")
+                .first.map { try $0.makeRandomAccess()[0].decode(Int.self) } ?? 0
+            for (index, migration) in PostgresSchema.migrations.enumerated() where index + 1 > applied {
+                switch migration {
+                case .script(let sql): try s.script(sql)
+                case .statement(let sql): try s.execute(sql)
                 }
-                try s.execute("COMMIT")
-            } catch {
-                _ = try? s.execute("ROLLBACK")
-                throw error
+                try s.execute("INSERT INTO ccs_schema_migration(version) VALUES ($1)", binds(index + 1))
             }
         }
     }
@@ -207,16 +200,7 @@ public final class PostgresStore: Persistence {
         while true {
             attempt += 1
             do {
-                try writer.withSession { s in
-                    try s.execute("BEGIN")
-                    do {
-                        try body(s)
-                        try s.execute("COMMIT")
-                    } catch {
-                        if !s.connection.isClosed { _ = try? s.execute("ROLLBACK") }
-                        throw error
-                    }
-                }
+                try writer.transaction(body)
                 return
             } catch let error where Self.mustRetry(error) && attempt < 3 {
                 continue

@@ -169,3 +169,41 @@ def test_each_node_shows_the_whole_service(cluster, devices):
     wait_registered(b, on_a)
     assert {on_a, on_b} <= {d["token"] for d in list_devices(a.http_base)}
     assert {on_a, on_b} <= {d["token"] for d in list_devices(b.http_base)}
+
+
+def test_scripts_cluster_starts_the_database_and_the_nodes_and_stops_them_by_pid():
+    """scripts/cluster: a throwaway PostgreSQL and two nodes on it, one CA; SIGTERM stops them all."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from ccs_support.server import emulator_bin
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "cluster"
+    proc = subprocess.Popen([str(script), "--nodes", "2", "--bin", emulator_bin()], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    lines: list[dict] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not lines or lines[-1].get("event") != "cluster-ready":
+            assert time.monotonic() < deadline, f"no cluster-ready line: {lines}"
+            line = proc.stdout.readline()
+            assert line, f"scripts/cluster ended early: {proc.stderr.read().decode()[-2000:]}"
+            lines.append(json.loads(line))
+        nodes = [l for l in lines if l["event"] == "node"]
+        assert [n["node"] for n in nodes] == [1, 2]
+        assert Path(nodes[0]["ca_cert"]).read_bytes() == Path(nodes[1]["ca_cert"]).read_bytes()
+        first, second = (f"http://127.0.0.1:{n['http_port']}" for n in nodes)
+        token = register_device(first, APP, [new_sender_id()])["token"]
+        wait_until(lambda: get_device(second, token)[0] == 200, 20, "node 2 does not know node 1's device")
+        postgres_dir = Path(lines[0]["dir"])
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)  # the script's own trap stops the nodes and the database
+        proc.wait(60)
+    for n in nodes:
+        with pytest.raises(ProcessLookupError):
+            os.kill(n["pid"], 0)
+    assert not postgres_dir.exists()
