@@ -32,6 +32,9 @@ public final class PostgresCluster: ClusterCoordinator {
     private let logger: Logger
     /// Every write and every event handled here, in order, off the event loops.
     private let queue = DispatchQueue(label: "ccs-emulator.cluster")
+    /// Messages announced for this node's devices: a queue of their own, so that a hand-over never
+    /// waits behind the lease renewal, a claim or a sweep (each a round trip to PostgreSQL).
+    private let announcements = DispatchQueue(label: "ccs-emulator.cluster.announcements")
     private let listener = Locked<PostgresConnection?>(nil)
     private let events = Locked<WeakEvents?>(nil)
     /// Made here, started by `start`, cancelled by `stop` (a dispatch source is safe from any thread).
@@ -228,18 +231,22 @@ public final class PostgresCluster: ClusterCoordinator {
         claimExpired(now: events.clusterClockMillis())
         // Every few renewals, or after the listener was lost: devices here with messages waiting.
         let n = ticks.withLock { n -> Int in n += 1; return n }
-        if lost || n % 5 == 0 { sweepQueues(events) }
+        if lost || n % 5 == 0 { sweepQueues(events, olderThan: lost ? .max : events.clusterClockMillis() - 5_000) }
         if lost { events.clusterRegistryChanged(.everything) }
     }
 
-    private func sweepQueues(_ events: any ClusterEvents) {
+    /// The devices held here with a message queued before `olderThan` (engine clock): a message whose
+    /// announcement was lost. Newer ones are on their way, and reading every busy device's queue
+    /// each time would cost the writer more than the announcements save.
+    private func sweepQueues(_ events: any ClusterEvents, olderThan: Int64) {
         do {
             let tokens = try connection.withSession { s in
                 try s.rows("""
                     SELECT p.token FROM device_presence p JOIN device d ON d.token = p.token
-                    WHERE p.node = $1 AND EXISTS (SELECT 1 FROM queued_message q WHERE q.device_key = d.device_key)
+                    WHERE p.node = $1 AND EXISTS (
+                      SELECT 1 FROM queued_message q WHERE q.device_key = d.device_key AND q.enqueued_at < $2)
                     LIMIT 10000
-                    """, binds(nodeID)).map { try $0.makeRandomAccess()[0].decode(String.self) }
+                    """, binds(nodeID, olderThan)).map { try $0.makeRandomAccess()[0].decode(String.self) }
             }
             for token in tokens { events.clusterQueueChanged(token: token) }
         } catch {
@@ -261,7 +268,9 @@ public final class PostgresCluster: ClusterCoordinator {
                         guard let self else { return }
                         let payload = note.payload
                         let channel = note.channel
-                        self.queue.async { self.notified(channel: channel, payload: payload) }
+                        (channel == self.channel ? self.announcements : self.queue).async {
+                            self.notified(channel: channel, payload: payload)
+                        }
                     }
                 }
                 // A round trip after the LISTENs: they are in force once it returns.
