@@ -25,10 +25,6 @@ extension Engine: ClusterEvents {
 
     public func clusterClockMillis() -> Int64 { clock.nowMillis() }
 
-    public func clusterOnlineTokens() -> [String] {
-        state.withLock { Array($0.online.keys) }
-    }
-
     /// Reads again what another node changed. A read that fails leaves the old state; the next change
     /// (or a restart) reads it again.
     public func clusterRegistryChanged(_ change: RegistryChange) {

@@ -38,8 +38,6 @@ public protocol ClusterEvents: AnyObject, Sendable {
     func clusterRegistryChanged(_ change: RegistryChange)
     /// The senders with a connection on this node (the sweep claims their unheld items).
     func clusterConnectedSenders() -> [String]
-    /// The devices connected to this node.
-    func clusterOnlineTokens() -> [String]
     /// The engine's clock (wall or virtual), in which items' expiry is written.
     func clusterClockMillis() -> Int64
 }
