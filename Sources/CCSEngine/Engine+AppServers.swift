@@ -96,7 +96,7 @@ extension Engine {
             released = releasableOutbound(sender: sender, &s)
             return dispatchOutbound(sender: sender, &s)
         }
-        if !released.isEmpty { cluster?.releaseOutbound(released) }
+        if !released.isEmpty { release(released) }
         perform(sends)
     }
 
@@ -110,7 +110,7 @@ extension Engine {
             released = releasableOutbound(sender: sender, &s)
             return sends
         }
-        if !released.isEmpty { cluster?.releaseOutbound(released) }
+        if !released.isEmpty { release(released) }
         perform(sends)
     }
 

@@ -15,6 +15,15 @@ extension Engine: ClusterEvents {
         handOver([message], to: message.token)
     }
 
+    /// Gives items up to the other nodes; the admin view lists them here until the release commits.
+    func release(_ records: [OutboundRecord]) {
+        guard let cluster, !records.isEmpty else { return }
+        state.withLock { s in for r in records { s.outboundReleasing[r.key] = r } }
+        cluster.releaseOutbound(records) { [self] in
+            state.withLock { s in for r in records { s.outboundReleasing[r.key] = nil } }
+        }
+    }
+
     public func clusterClaimed(_ records: [OutboundRecord]) {
         for r in records { enqueueOutbound(r) }
     }

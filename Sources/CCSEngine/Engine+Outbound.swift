@@ -137,7 +137,7 @@ extension Engine {
             }
             return sends
         }
-        if released { cluster?.releaseOutbound([record]) }
+        if released { release([record]) }
         if expired { outboundDropped(record, now: clock.nowMillis(), error: "TTL_EXCEEDED") }
         perform(sends)
         if !dropped.isEmpty {
@@ -224,8 +224,15 @@ extension Engine {
                 journal(.receiptAcked, messageID: about, sender: sent.record.senderID, token: sent.record.token,
                         connection: connectionID)
             }
-            committer.submit(.removeOutbound(senderID: sent.record.senderID, kind: sent.record.kind,
-                                             token: sent.record.token, messageID: sent.record.messageID))
+            let op = StoreOp.removeOutbound(senderID: sent.record.senderID, kind: sent.record.kind,
+                                            token: sent.record.token, messageID: sent.record.messageID)
+            if cluster != nil {
+                // Until the removal commits, the store still holds it: the admin view must not list it.
+                s.outboundRemoving.insert(key)
+                committer.submit(op) { [self] _ in state.withLock { _ = $0.outboundRemoving.remove(key) } }
+            } else {
+                committer.submit(op)
+            }
             return dispatchOutbound(sender: entry.info.senderID, &s)
         }
         perform(sends)
@@ -245,9 +252,14 @@ extension Engine {
     public func outbound() -> [OutboundSnapshot] {
         var held = outboundHeldHere()
         if let cluster {
+            let (releasing, removing) = state.withLock { ($0.outboundReleasing, $0.outboundRemoving) }
+            for r in releasing.values {
+                held.append(OutboundSnapshot(senderID: r.senderID, kind: r.kind, messageID: r.messageID, token: r.token,
+                                             connectionID: nil, expiresAt: r.expiresAt))
+            }
             let here = Set(held.map { OutboundKey(kind: $0.kind, token: $0.token, messageID: $0.messageID) })
             let elsewhere = (try? cluster.outboundHeldElsewhere()) ?? []
-            for r in elsewhere where !here.contains(r.key) {
+            for r in elsewhere where !here.contains(r.key) && !removing.contains(r.key) {
                 held.append(OutboundSnapshot(senderID: r.senderID, kind: r.kind, messageID: r.messageID, token: r.token,
                                              connectionID: nil, expiresAt: r.expiresAt))
             }

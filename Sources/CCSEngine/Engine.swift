@@ -186,6 +186,10 @@ public final class Engine: Sendable {
         var groups = DeviceGroupRegistry()
         /// APNs device token → the registration token of its newest registration.
         var apnsTokens: [String: String] = [:]
+        /// In a cluster: items given up to the other nodes whose release is not committed yet, and items
+        /// ACKed here whose removal is not: the admin view shows the first and not the second.
+        var outboundReleasing: [OutboundKey: OutboundRecord] = [:]
+        var outboundRemoving: Set<OutboundKey> = []
     }
 
     public let configuration: Configuration

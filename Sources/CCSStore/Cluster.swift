@@ -23,7 +23,9 @@ public protocol ClusterCoordinator: Sendable {
     func outboundHeldElsewhere() throws -> [OutboundRecord]
     /// Items this node holds but cannot send (no connection of their sender here any more): any node
     /// with a connection of the sender may take them.
-    func releaseOutbound(_ records: [OutboundRecord])
+    /// `then` runs once the release is committed (or has failed: the items stay this node's until its
+    /// lease ends).
+    func releaseOutbound(_ records: [OutboundRecord], then: @escaping @Sendable () -> Void)
 }
 
 /// What a node is told of the others.

@@ -148,9 +148,10 @@ public final class PostgresCluster: ClusterCoordinator {
         queue.async { [self] in claim(senders: [senderID]) }
     }
 
-    public func releaseOutbound(_ records: [OutboundRecord]) {
-        guard !records.isEmpty else { return }
+    public func releaseOutbound(_ records: [OutboundRecord], then: @escaping @Sendable () -> Void) {
+        guard !records.isEmpty else { return then() }
         queue.async { [self] in
+            defer { then() }
             do {
                 try connection.transaction { s in
                     for r in records {
