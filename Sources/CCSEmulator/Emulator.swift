@@ -348,13 +348,23 @@ public final class Emulator: Sendable {
                 continuations.append(portContinuation)
             }
             let requestTimeout = TimeAmount.milliseconds(Int64(config.requestTimeoutMillis))
-            let http1 = HTTPServerBuilder.http1(configuration: .init(
-                additionalChannelHandlers: [HTTPRequestDeadlines(timeout: requestTimeout)]))
+            let http1Configuration = HTTP1Channel.Configuration(
+                additionalChannelHandlers: [HTTPRequestDeadlines(timeout: requestTimeout)])
+            let http1 = HTTPServerBuilder { responder in
+                EventLoopHTTPChannel(base: HTTP1Channel(responder: EventLoopHTTPChannel<HTTP1Channel>.routing(responder),
+                                                        configuration: http1Configuration))
+            }
             addApplication(http1, option: "--http-port", port: config.httpPort)
             // Proxy mode tunnels HTTPS to a TLS listener: the --https-port one, or a private one on a free port.
             if config.httpsPort != nil || config.proxyPort != nil {
-                addApplication(try .tls(http1, tlsConfiguration: tlsConfig), option: "--https-port",
-                               port: config.httpsPort ?? 0)
+                let tlsConfiguration = tlsConfig
+                let https = HTTPServerBuilder { responder in
+                    EventLoopHTTPChannel(base: try TLSChannel(
+                        HTTP1Channel(responder: EventLoopHTTPChannel<HTTP1Channel>.routing(responder),
+                                     configuration: http1Configuration),
+                        tlsConfiguration: tlsConfiguration))
+                }
+                addApplication(https, option: "--https-port", port: config.httpsPort ?? 0)
             }
             // In a service group, so that shutdown is graceful (no cancellation of open connections).
             let http = ServiceGroup(configuration: .init(services: apps, logger: httpLogger))
