@@ -61,22 +61,27 @@ extension Engine {
     /// provider sent it) with the frame's fields beside it.
     static func apnsQueuedMessage(_ m: Message, token: String, bundleID: String, deviceToken: String,
                                   deviceMessageID: String, now: Int64) -> QueuedMessage {
-        var apns: [String: JSONValue] = [
-            "bundle_id": .string(bundleID), "device_token": .string(deviceToken),
-            "identifier": .int(Int64(UInt32(m.messageID) ?? 0)),
-            "priority": .int(m.effectivePriority == .high ? 10 : 5),
-        ]
-        if let e = m.apns?["headers"]?["apns-expiration"]?.stringValue, let expiry = Int64(e) { apns["expiration"] = .int(expiry) }
-        let fields: [String: JSONValue] = [
-            "apns": .object(apns), "from": .string("apns"), "message_id": .string(deviceMessageID),
-            "message_type": .string("apns"), "payload": m.apns?["payload"] ?? .object([:]), "sent_time": .int(now),
-            "ttl": .int(Int64(m.timeToLive)),
-        ]
+        // Written key by key in sorted order: the same bytes `JSONValue.encoded()` gives for these
+        // objects, without building two dictionaries per notification.
+        var apns = JSONObjectWriter(capacity: 160)
+        apns.add("bundle_id", bundleID)
+        apns.add("device_token", deviceToken)
+        if let e = m.apns?["headers"]?["apns-expiration"]?.stringValue, let expiry = Int64(e) { apns.add("expiration", expiry) }
+        apns.add("identifier", Int64(UInt32(m.messageID) ?? 0))
+        apns.add("priority", m.effectivePriority == .high ? 10 : 5)
+        var fields = JSONObjectWriter(capacity: 512)
+        fields.add("apns", rawJSON: apns.finished())
+        fields.add("from", "apns")
+        fields.add("message_id", deviceMessageID)
+        fields.add("message_type", "apns")
+        fields.add("payload", json: m.apns?["payload"] ?? .object([:]))
+        fields.add("sent_time", now)
+        fields.add("ttl", Int64(m.timeToLive))
         return QueuedMessage(token: token, deviceMessageID: deviceMessageID, senderID: bundleID,
                              appMessageID: m.messageID, collapseKey: apnsStoreAndForwardKey,
                              priority: m.effectivePriority.rawValue, timeToLive: m.timeToLive, enqueuedAt: now,
                              expiresAt: now + Int64(m.timeToLive) * 1000, deliveryReceiptRequested: false,
-                             kind: .apnsNotification, payload: JSONValue.object(fields).encoded())
+                             kind: .apnsNotification, payload: fields.finished())
     }
 
     // MARK: feedback service

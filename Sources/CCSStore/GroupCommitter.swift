@@ -171,8 +171,28 @@ public final class GroupCommitter: Sendable {
         var deadline: UInt64? = nil     // when the first delayed cancellable write is due
         var batch: [StoreOp] = []
         var completions: [Completion?] = []
-        var opCounts: [Int] = []         // ops per submitted item, to find its ops in `batch` again
+        var itemOps: [[StoreOp]] = []    // each submitted item's own ops, for applying them one by one
         var ticketed = 0, calledOff = 0
+        // Collapses already in `batch` with no message queued for their token since: another for the
+        // same token and key would delete nothing. An online device's live deliveries each submit one
+        // and their writes are mostly called off, so a batch held dozens per device (APNs: every one).
+        var collapsed: [String: Set<String>] = [:]
+        func append(_ ops: [StoreOp]) {
+            for op in ops {
+                switch op {
+                case .collapse(let token, let key):
+                    if collapsed[token]?.contains(key) == true { continue }
+                    collapsed[token, default: []].insert(key)
+                case .enqueue(let message, _):
+                    if !collapsed.isEmpty { collapsed[message.token] = nil }
+                case .fanOut:
+                    collapsed.removeAll()
+                default:
+                    break
+                }
+                batch.append(op)
+            }
+        }
         func flush() {
             if completions.isEmpty && calledOff == 0 { return }
             var failures = [Error?](repeating: nil, count: completions.count)
@@ -183,10 +203,9 @@ public final class GroupCommitter: Sendable {
                     // One bad item must fail only its own caller: apply each item on its own (one
                     // savepoint each). Only when that transaction fails too does every item fail.
                     logger("batch of \(completions.count) failed (\(error)); applying its items one by one")
-                    var items: [[StoreOp]] = []
-                    var start = 0
-                    for n in opCounts { items.append(Array(batch[start..<start + n])); start += n }
-                    do { failures = try store.applyIsolated(items) } catch {
+                    // Each with all its own ops: a collapse left out of `batch` as a repeat is needed
+                    // again if the item that had it fails alone.
+                    do { failures = try store.applyIsolated(itemOps) } catch {
                         failures = [Error?](repeating: error, count: completions.count)
                     }
                 }
@@ -204,7 +223,8 @@ public final class GroupCommitter: Sendable {
             if transactions == 1, let after = afterCompletions.withLock({ $0 }) { after.call() }
             batch.removeAll(keepingCapacity: true)
             completions.removeAll(keepingCapacity: true)
-            opCounts.removeAll(keepingCapacity: true)
+            itemOps.removeAll(keepingCapacity: true)
+            collapsed.removeAll()
         }
         while true {
             if let due = deadline {
@@ -245,9 +265,9 @@ public final class GroupCommitter: Sendable {
                         ticketed += 1
                     }
                     if batch.count + ops.count > maxBatch { flush() }
-                    batch.append(contentsOf: ops)
+                    append(ops)
+                    itemOps.append(ops)
                     completions.append(completion)
-                    opCounts.append(ops.count)
                 case .read(let body):
                     flush()
                     body()

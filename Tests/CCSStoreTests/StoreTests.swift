@@ -192,6 +192,23 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         await committer.shutdown()
     }
 
+    @Test(arguments: Backend.available) func aRepeatedCollapseInOneBatchIsAppliedOnceUnlessAMessageCameBetween(_ backend: Backend) async throws {
+        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .seconds(3600))
+        committer.submit([.enqueue(message("h", "held"), limits: nil)], ticket: WriteTicket())  // holds the batch open
+        committer.submit(.enqueue(message("t", "a", collapseKey: "k"), limits: nil))
+        for _ in 0..<3 { committer.submit(.collapse(token: "t", collapseKey: "k")) }  // one of them is applied
+        committer.submit(.enqueue(message("t", "b", collapseKey: "k"), limits: nil))
+        committer.submit(.collapse(token: "t", collapseKey: "k"))   // applied: "b" came after the first
+        committer.submit(.enqueue(message("u", "c", collapseKey: "k"), limits: nil))
+        committer.submit(.collapse(token: "u", collapseKey: "k"))   // another token: applied
+        committer.submit(.collapse(token: "t", collapseKey: "other"))  // another key: applied
+        await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in committer.afterPendingWrites { cont.resume() } }
+        #expect(committer.statistics.ops == 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1)
+        #expect(try committer.store.queuedMessages(token: "t").isEmpty)
+        #expect(try committer.store.queuedMessages(token: "u").isEmpty)
+        await committer.shutdown()
+    }
+
     @Test(arguments: Backend.available) func readsSeeEveryWriteSubmittedBeforeThem(_ backend: Backend) async throws {
         let committer = GroupCommitter(store: try temporaryStore(backend))
         for i in 0..<50 { committer.submit(.enqueue(message("t", "m\(i)"), limits: nil)) }
