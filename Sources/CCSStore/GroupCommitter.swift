@@ -167,7 +167,9 @@ public final class GroupCommitter: Sendable {
     }
 
     private func run() {
-        var queue: [Item] = []          // taken from `state`, not yet handled, in submission order
+        var queue: [Item] = []          // taken from `state`, in submission order; handled from `head` on
+        var head = 0
+        var lastUrgent = -1             // index in `queue` of the newest urgent item (-1: none)
         var deadline: UInt64? = nil     // when the first delayed cancellable write is due
         var batch: [StoreOp] = []
         var completions: [Completion?] = []
@@ -233,6 +235,8 @@ public final class GroupCommitter: Sendable {
                     s.writerDelaying = true
                     return true
                 }
+                // A quarter of the delay later than the first is due: under load, the writes that
+                // came due meanwhile are then taken together rather than a few per wake-up.
                 if mayWait, due > DispatchTime.now().uptimeNanoseconds {
                     _ = wake.wait(timeout: DispatchTime(uptimeNanoseconds: due))
                 }
@@ -246,22 +250,24 @@ public final class GroupCommitter: Sendable {
                 if mustWait { wake.wait() }
             }
             state.withLock { s in
-                queue.append(contentsOf: s.items)
+                for item in s.items {
+                    if item.isUrgent { lastUrgent = queue.count }
+                    queue.append(item)
+                }
                 s.items.removeAll(keepingCapacity: true)
             }
             deadline = nil
             let now = DispatchTime.now().uptimeNanoseconds
-            var handled = 0
-            let lastUrgent = queue.lastIndex(where: \.isUrgent) ?? -1
-            for (index, item) in queue.enumerated() {
-                switch item {
+            var index = head
+            scan: while index < queue.count {
+                switch queue[index] {
                 case .write(let ops, let completion, let ticket, let at, _):
                     if let ticket {
                         if index > lastUrgent, ticket.isPending, at &+ cancellableDelayNanos > now {
                             deadline = at &+ cancellableDelayNanos  // not yet: it may still be called off
-                            break
+                            break scan
                         }
-                        if !ticket.take() { handled += 1; calledOff += 1; continue } // called off
+                        if !ticket.take() { index += 1; calledOff += 1; continue } // called off
                         ticketed += 1
                     }
                     if batch.count + ops.count > maxBatch { flush() }
@@ -276,11 +282,21 @@ public final class GroupCommitter: Sendable {
                     done()
                     return
                 }
-                if deadline != nil { break }
-                handled += 1
+                index += 1
             }
             flush()
-            queue.removeFirst(handled)
+            // Handled items are dropped in bulk: removing them from the front each round moved every
+            // item still waiting out its delay (thousands under load) once per round.
+            head = index
+            if head == queue.count {
+                queue.removeAll(keepingCapacity: true)
+                lastUrgent -= head
+                head = 0
+            } else if head >= 1024, head * 2 >= queue.count {
+                queue.removeFirst(head)
+                lastUrgent -= head
+                head = 0
+            }
         }
     }
 }

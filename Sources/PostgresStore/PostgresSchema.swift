@@ -1,9 +1,11 @@
+import CCSStore
+
 /// The PostgreSQL schema: the same tables and columns as the SQLite backend's newest migration, so
 /// that an export (docs/export-format.md) moves between the two backends unchanged.
 enum PostgresSchema {
     /// The schema an export names: the SQLite backend's newest migration, whose tables these are.
     /// `ExportTests` checks that both backends name the same one.
-    static let name = "v9: a receipt names the message it is about"
+    static let name = Store.newestMigration
 
     /// One migration: DDL statements (split at each `;` that ends a line), or one statement as is
     /// (a function body has `;`s of its own).
