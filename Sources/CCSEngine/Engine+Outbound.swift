@@ -87,6 +87,7 @@ extension Engine {
         let ttl = Int64(timeToLive ?? Message.maximumTimeToLive)
         let record = OutboundRecord(senderID: senderID, kind: .upstream, messageID: messageID, token: token,
                                     json: json, createdAt: now, expiresAt: now + ttl * 1000)
+        if cluster == nil, upstreamLive(record, completion: completion) { return }
         committer.submit(.addOutbound(record)) { [self] error in
             if error != nil {
                 state.withLock { Self.releaseUpstreamID(of: record, &$0) }
@@ -96,6 +97,43 @@ extension Engine {
             completion(.sent(messageID: messageID))
             enqueueOutbound(record)
         }
+    }
+
+    /// The mirror of a downstream message handed to an online device: when an app-server connection of
+    /// the sender has a free window and nothing of the sender waits before it, the upstream message goes
+    /// out at once and its write waits `--live-write-delay`. An app server's ACK within that time calls
+    /// the write off (the message is delivered: nothing is left to lose) and the device hears `sent`
+    /// then; otherwise the device hears `sent` from the commit, as for every upstream message. Either
+    /// way `sent` means "delivered or durable". False when it cannot go out now (nothing was done).
+    private func upstreamLive(_ record: OutboundRecord, completion: @escaping @Sendable (UpstreamOutcome) -> Void) -> Bool {
+        let key = OutboundKey(kind: record.kind, token: record.token, messageID: record.messageID)
+        let ticket = WriteTicket()
+        let sends = state.withLock { s -> [Send]? in
+            guard s.outboundPending[record.senderID]?.isEmpty ?? true else { return nil }
+            let window = configuration.maxUnackedOutbound
+            let free = (s.connectionsBySender[record.senderID] ?? []).contains {
+                guard let c = s.connections[$0], !c.link.isDraining else { return false }
+                return c.inFlight.count < window
+            }
+            guard free else { return nil }
+            s.liveUpstream[key] = LiveUpstream(ticket: ticket, settle: completion)
+            s.outboundPending[record.senderID, default: []].append(record)
+            return dispatchOutbound(sender: record.senderID, &s)
+        }
+        guard let sends else { return false }
+        // Submitted before the app server can see the message (so before its ACK, and before the
+        // removal that an ACK after the write submits), and outside the lock: a stopped committer runs
+        // the completion at once, and the completion takes the lock.
+        committer.submit([.addOutbound(record)], ticket: ticket) { [self] error in
+            state.withLock { s in
+                if s.liveUpstream[key]?.ticket === ticket { s.liveUpstream[key] = nil }
+                if error != nil { Self.releaseUpstreamID(of: record, &s) }
+            }
+            completion(error == nil ? .sent(messageID: record.messageID)
+                                    : .sendError(messageID: record.messageID, error: "INTERNAL_SERVER_ERROR"))
+        }
+        perform(sends)
+        return true
     }
 
     /// An upstream message is done (ACKed, given up, or never stored): its id may be used again.
@@ -165,7 +203,8 @@ extension Engine {
     func requeue(_ records: [OutboundRecord], sender: String, _ s: inout State) {
         guard !records.isEmpty else { return }
         let sorted = records.sorted { $0.createdAt < $1.createdAt }
-        var queue = s.outboundPending[sender] ?? []
+        // Taken out of the map first, so that the queue is changed in place rather than copied.
+        var queue = s.outboundPending.removeValue(forKey: sender) ?? []
         queue.insert(contentsOf: sorted, at: 0)
         s.outboundPending[sender] = queue
     }
@@ -173,9 +212,12 @@ extension Engine {
     /// Hands queued outbound messages to the sender's connections: each message to the connection with
     /// the most free window (ties broken round-robin), never past the window, never to a draining one.
     func dispatchOutbound(sender: String, _ s: inout State) -> [Send] {
-        guard var queue = s.outboundPending[sender], !queue.isEmpty else { return [] }
+        guard s.outboundPending[sender]?.isEmpty == false else { return [] }
         let ids = (s.connectionsBySender[sender] ?? []).filter { s.connections[$0]?.link.isDraining == false }
         guard !ids.isEmpty else { return [] }
+        // Taken out of the map while it is worked on: a copy read from the map shares its storage, and
+        // the first removal then copied the whole queue (per message handed out).
+        var queue = s.outboundPending.removeValue(forKey: sender)!
         let window = configuration.maxUnackedOutbound
         let now = clock.nowMillis()
         var batches: [String: [OutboundMessage]] = [:]
@@ -214,15 +256,22 @@ extension Engine {
     /// (the device, for upstream) picks among same-id items of different devices.
     /// Unknown and duplicate ACKs are ignored.
     public func appServerAcknowledged(connectionID: String, messageID: String, to: String? = nil) {
+        var settled: (settle: @Sendable (UpstreamOutcome) -> Void, messageID: String)?
         let sends = state.withLock { s -> [Send] in
-            guard var entry = s.connections[connectionID],
-                  let key = entry.acknowledged(messageID: messageID, to: to),
-                  let sent = entry.inFlight.removeValue(forKey: key) else { return [] }
-            s.connections[connectionID] = entry
+            // Changed in place: a copy of the entry shared its in-flight map, which the removal then
+            // copied whole (up to the window's 100 items per ACK).
+            guard let key = s.connections[connectionID]?.acknowledged(messageID: messageID, to: to),
+                  let sent = s.connections[connectionID]?.inFlight.removeValue(forKey: key),
+                  let senderID = s.connections[connectionID]?.info.senderID else { return [] }
             Self.releaseUpstreamID(of: sent.record, &s)
             if let about = sent.record.aboutMessageID {
                 journal(.receiptAcked, messageID: about, sender: sent.record.senderID, token: sent.record.token,
                         connection: connectionID)
+            }
+            if let live = s.liveUpstream.removeValue(forKey: key), live.ticket.cancel() {
+                // Its write was called off: there is nothing to remove, and the device's `sent` is due now.
+                settled = (live.settle, sent.record.messageID)
+                return dispatchOutbound(sender: senderID, &s)
             }
             let op = StoreOp.removeOutbound(senderID: sent.record.senderID, kind: sent.record.kind,
                                             token: sent.record.token, messageID: sent.record.messageID)
@@ -233,8 +282,9 @@ extension Engine {
             } else {
                 committer.submit(op)
             }
-            return dispatchOutbound(sender: entry.info.senderID, &s)
+            return dispatchOutbound(sender: senderID, &s)
         }
+        if let settled { settled.settle(.sent(messageID: settled.messageID)) }
         perform(sends)
     }
 
@@ -336,6 +386,9 @@ extension Engine {
     /// `send_error` with `error` through its queue. The caller has taken it out of the engine's state
     /// (its id released) under the lock already.
     func outboundDropped(_ r: OutboundRecord, now: Int64, error: String) {
+        // Given up before its live write was taken: it is never written, and the device hears only
+        // `send_error`. (Taken already: its commit answers `sent` first, as on the path without one.)
+        if let live = state.withLock({ $0.liveUpstream.removeValue(forKey: r.key) }) { _ = live.ticket.cancel() }
         var ops: [StoreOp] = [.removeOutbound(senderID: r.senderID, kind: r.kind, token: r.token, messageID: r.messageID)]
         var notice: QueuedMessage?
         if r.kind == .upstream {

@@ -190,6 +190,14 @@ public final class Engine: Sendable {
         /// ACKed here whose removal is not: the admin view shows the first and not the second.
         var outboundReleasing: [OutboundKey: OutboundRecord] = [:]
         var outboundRemoving: Set<OutboundKey> = []
+        /// Upstream messages handed to an app server before their write was taken by the writer: an
+        /// ACK that comes first calls the write off and answers the device (Engine+Outbound.swift).
+        var liveUpstream: [OutboundKey: LiveUpstream] = [:]
+    }
+
+    struct LiveUpstream {
+        let ticket: WriteTicket
+        let settle: @Sendable (UpstreamOutcome) -> Void
     }
 
     public let configuration: Configuration

@@ -82,6 +82,7 @@ public enum BuiltinSuite {
       "steps": [
         {"upstream": {"from": "a", "data": {"send_to": "$a"}}},
         {"expect_downstream": {"device": "a"}},
+        {"expect_acked": {"within_ms": 10000}},
         {"upstream": {"from": "a", "data": {"send_to": "$a"}}},
         {"expect_downstream": {"device": "a"}}
       ]},

@@ -116,7 +116,7 @@ struct Serve: AsyncParsableCommand {
     var store: String?
     @Option(help: "full: every commit is fsynced; normal: commits survive a crash of the process, not of the machine.")
     var durability: Store.Durability = .full
-    @Option(help: "Milliseconds a message handed to an online device waits for the device's confirmation before it is written; confirmed in time, it is never written. 0: written as soon as the store is free.")
+    @Option(help: "Milliseconds a message handed to an online device (or an upstream message to an app server) waits for the device's (or the app server's) ACK before it is written; ACKed in time, it is never written. 0: written as soon as the store is free.")
     var liveWriteDelay = 20
     @Option(help: "wall, or virtual: time moves only through POST /emulator/v1/clock/advance.")
     var clock: ClockKind = .wall

@@ -121,6 +121,52 @@ import Testing
         #expect(try h.queue(d.token).isEmpty)
     }
 
+    @Test func anUpstreamMessageTheAppServerAcksBeforeItIsWrittenIsSentAndNeverStored() async throws {
+        let h = try Harness(liveWriteDelay: .seconds(3600))
+        let d = try await h.register()
+        let server = h.appServer(id: "c1")
+        let before = h.engine.committer.statistics
+        let outcome = Locked<UpstreamOutcome?>(nil)
+        h.engine.upstream(from: d.token, ["message_id": "u1", "to": "111@gcm.googleapis.com"]) { o in
+            outcome.withLock { $0 = o }
+        }
+        // Out at once, before any commit; the device has no answer yet.
+        #expect(server.ids == ["u1"])
+        #expect(outcome.withLock { $0 } == nil)
+        h.engine.appServerAcknowledged(connectionID: "c1", messageID: "u1")
+        #expect(outcome.withLock { $0 } == .sent(messageID: "u1"))
+        await h.settle()
+        let after = h.engine.committer.statistics
+        #expect(after.cancellableCalledOff == before.cancellableCalledOff + 1)
+        #expect(after.ops == before.ops)
+        #expect(try h.engine.store.loadOutbound().isEmpty)
+    }
+
+    @Test func anUpstreamMessageNotAckedInTimeIsSentOnItsCommitAndRemovedByTheAck() async throws {
+        let h = try Harness(liveWriteDelay: .seconds(3600))
+        let d = try await h.register()
+        let server = h.appServer(id: "c1")
+        let sent = Task { await h.upstream(d.token, ["message_id": "u1", "to": "111@gcm.googleapis.com"]) }
+        try await h.waitUntil { server.ids == ["u1"] }
+        // The write is taken (settle's urgent read stands for the delay running out): `sent` follows
+        // the commit, the row is stored until the app server's ACK removes it.
+        await h.settle()
+        #expect(await sent.value == .sent(messageID: "u1"))
+        #expect(try h.engine.store.loadOutbound().map(\.messageID) == ["u1"])
+        h.engine.appServerAcknowledged(connectionID: "c1", messageID: "u1")
+        await h.settle()
+        #expect(try h.engine.store.loadOutbound().isEmpty)
+    }
+
+    @Test func anUpstreamMessageWaitsForItsCommitWhenNoAppServerCanTakeIt() async throws {
+        let h = try Harness(liveWriteDelay: .seconds(3600))
+        let d = try await h.register()
+        #expect(await h.upstream(d.token, ["message_id": "u1", "to": "111@gcm.googleapis.com"]) == .sent(messageID: "u1"))
+        #expect(try h.engine.store.loadOutbound().map(\.messageID) == ["u1"])
+        let server = h.appServer(id: "c1")
+        try await h.waitUntil { server.ids == ["u1"] }
+    }
+
     @Test func dryRunIsAckedButNeitherStoredNorDelivered() async throws {
         let h = try Harness()
         let d = try await h.register()
