@@ -128,27 +128,28 @@ public final class Auditor: Sendable {
         guard isEnabled else { return }
         let at = now()
         state.withLock { s in
-            guard var c = s.connections[connection] else { return }
-            let sender = c.sender
-            if c.pendingCount >= limits.maxPending {
+            // Read into values, then changed in place: a copy of the entry shares its `pending` map,
+            // which the first change would then copy whole (per message).
+            guard let (sender, pendingCount, drainedAt) = s.connections[connection].map({ ($0.sender, $0.pendingCount, $0.drainedAt) })
+            else { return }
+            if pendingCount >= limits.maxPending {
                 record(&s, .pendingLimit, sender: sender, connection: connection, at: at,
-                       text: "downstream \(messageID) sent while \(c.pendingCount) messages were waiting for their ACK/NACK (the limit is \(limits.maxPending))",
+                       text: "downstream \(messageID) sent while \(pendingCount) messages were waiting for their ACK/NACK (the limit is \(limits.maxPending))",
                        evidence: [AuditEvidence(at: at, what: "downstream received", messageID: messageID, connection: connection)])
             } else {
                 kept(&s, .pendingLimit, sender: sender)
             }
-            if let drained = c.drainedAt {
+            if let drained = drainedAt {
                 if at - drained > limits.drainInFlightMillis {
-                    c.sentAfterDrain = true
+                    s.connections[connection]?.sentAfterDrain = true
                     record(&s, .drainNoSend, sender: sender, connection: connection, at: at,
                            text: "downstream \(messageID) sent on a connection drained \(at - drained) ms earlier",
                            evidence: [AuditEvidence(at: drained, what: "CONNECTION_DRAINING sent", connection: connection),
                                       AuditEvidence(at: at, what: "downstream received", messageID: messageID, connection: connection)])
                 }
             }
-            c.pending[messageID, default: 0] += 1
-            c.pendingCount += 1
-            s.connections[connection] = c
+            s.connections[connection]?.pending[messageID, default: 0] += 1
+            s.connections[connection]?.pendingCount += 1
             checkSend(&s, sender: sender, retryKey: "ccs:" + messageID, messageID: messageID, token: to,
                       connection: connection, at: at, what: "downstream received")
         }
@@ -165,14 +166,13 @@ public final class Auditor: Sendable {
         guard isEnabled else { return }
         let at = now()
         state.withLock { s in
-            guard var c = s.connections[connection] else { return }
-            let sender = c.sender
-            if let n = c.pending[messageID] {
-                if n <= 1 { c.pending[messageID] = nil } else { c.pending[messageID] = n - 1 }
-                c.pendingCount -= 1
+            guard let sender = s.connections[connection]?.sender else { return }
+            if let n = s.connections[connection]?.pending[messageID] {
+                s.connections[connection]?.pending[messageID] = n <= 1 ? nil : n - 1
+                s.connections[connection]?.pendingCount -= 1
             }
-            s.connections[connection] = c
-            let evidence = AuditEvidence(at: at, what: "\(answer)", messageID: messageID, connection: connection)
+            // Only the answers that record a finding need it (an ACK, the usual answer, does not).
+            var evidence: AuditEvidence { AuditEvidence(at: at, what: "\(answer)", messageID: messageID, connection: connection) }
             switch answer {
             case .ack:
                 s.acked.insert(SenderKey(sender: sender, key: messageID), limit: limits.maxTrackedIDs)
@@ -221,12 +221,11 @@ public final class Auditor: Sendable {
     public func outboundAcknowledged(connection: String, messageID: String) {
         guard isEnabled else { return }
         state.withLock { s in
-            guard var c = s.connections[connection] else { return }
+            guard let sender = s.connections[connection]?.sender else { return }
             var key = messageID
-            if c.outbound[key] == nil { key = "dr2:" + messageID }
-            guard let sent = c.outbound.removeValue(forKey: key) else { return }
-            s.connections[connection] = c
-            kept(&s, sent.receipt ? .ackReceipts : .ackUpstream, sender: c.sender)
+            if s.connections[connection]?.outbound[key] == nil { key = "dr2:" + messageID }
+            guard let sent = s.connections[connection]?.outbound.removeValue(forKey: key) else { return }
+            kept(&s, sent.receipt ? .ackReceipts : .ackUpstream, sender: sender)
         }
     }
 
