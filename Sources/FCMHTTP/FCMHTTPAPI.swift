@@ -175,8 +175,9 @@ public struct FCMHTTPAPI: Sendable {
             }
         case .tokensOwn(let key):
             return tokens.map { token in
-                if engine.device(token: token) == nil, let owner = engine.deviceGroupOwner(key: token) { return owner }
-                guard let own = engine.device(token: token)?.senders, let first = own.first else { return "0" }
+                guard let device = engine.device(token: token) else { return engine.deviceGroupOwner(key: token) ?? "0" }
+                let own = device.senders
+                guard let first = own.first else { return "0" }
                 guard own.count > 1, let key else { return first }
                 return own.first { engine.serverKey(ofSender: $0) == key } ?? first
             }

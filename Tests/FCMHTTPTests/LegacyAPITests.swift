@@ -33,6 +33,23 @@ import Testing
         }
     }
 
+    @Test func theAuthorizationHeaderIsReadWithoutCaseAndSurroundingSpace() async throws {
+        let f = try Fixture()
+        let token = try await f.register()
+        try await f.test { client in
+            let body = #"{"to":"\#(token)"}"#
+            for accepted in ["key=k", "KEY=k", "Key = k", " \tkey=k\t ", "key=  k  "] {
+                let r = try await post(client, "/fcm/send", body, headers: [.contentType: "Application/JSON", .authorization: accepted])
+                #expect(r.status == .ok, "\(accepted)")
+                #expect(try json(r)["success"] == .int(1), "\(accepted)")
+            }
+            for refused in ["", "   ", "k", "keyk", "key", "key=", "key=  ", "token k", "Bearer not-a-token", "bearer"] {
+                let r = try await post(client, "/fcm/send", body, headers: [.contentType: "application/json", .authorization: refused])
+                #expect(r.status == .unauthorized, "\(refused)")
+            }
+        }
+    }
+
     @Test func registrationIDsAnswerInRequestOrder() async throws {
         let f = try Fixture()
         let first = try await f.register()
