@@ -76,16 +76,16 @@ extension FCMHTTPAPI {
     /// (the config file's, or the one it logged in to CCS with). Permissive mode accepts any key for a
     /// sender whose key it does not know; strict mode knows only the config file's senders.
     func groupSender(_ request: Request) -> Result<String, GroupRefusal> {
-        guard let header = request.headers[.authorization]?.trimmingCharacters(in: .whitespaces), !header.isEmpty else {
+        let key: String
+        switch LegacyAuthorization.parse(request.headers[.authorization]) {
+        case .missing:
             return .failure(.unauthorized("the request has no Authorization header; send Authorization: key=SERVER_KEY"))
-        }
-        guard header.lowercased().hasPrefix("key") else {
+        case .malformed, .bearer:
             return .failure(.unauthorized("the Authorization header must be key=SERVER_KEY"))
+        case .key(let k):
+            guard !k.isEmpty else { return .failure(.unauthorized("the server key is empty")) }
+            key = k
         }
-        let afterKey = header.dropFirst(3).drop(while: { $0 == " " })
-        guard afterKey.first == "=" else { return .failure(.unauthorized("the Authorization header must be key=SERVER_KEY")) }
-        let key = afterKey.dropFirst().trimmingCharacters(in: .whitespaces)
-        guard !key.isEmpty else { return .failure(.unauthorized("the server key is empty")) }
 
         guard let project = request.headers[.init("project_id")!]?.trimmingCharacters(in: .whitespaces),
               !project.isEmpty else {

@@ -18,28 +18,16 @@ extension FCMHTTPAPI {
     /// strict mode looks it up in the config file; permissive mode sends as each token's own sender
     /// (docs/http-api.md, "Which sender a legacy request sends as").
     func legacyCaller(_ request: Request) -> LegacyCaller {
-        // Byte-level: Foundation's trimming goes through NSString on Linux (3 % of a send's CPU).
-        let header = Array((request.headers[.authorization] ?? "").utf8)
-        let isSpace = { (b: UInt8) in b == 0x20 || b == 0x09 }
-        func trimmed(_ from: Int, _ to: Int) -> String {
-            var (lo, hi) = (from, to)
-            while lo < hi, isSpace(header[lo]) { lo += 1 }
-            while hi > lo, isSpace(header[hi - 1]) { hi -= 1 }
-            return String(decoding: header[lo..<hi], as: UTF8.self)
-        }
-        var start = 0, end = header.count
-        while start < end, isSpace(header[start]) { start += 1 }
-        while end > start, isSpace(header[end - 1]) { end -= 1 }
-        guard start < end else {
+        let key: String
+        switch LegacyAuthorization.parse(request.headers[.authorization]) {
+        case .missing:
             return .refused("the request has no Authorization header; send Authorization: key=SERVER_KEY")
-        }
-        // ASCII letters compared without case (| 0x20 lower-cases them).
-        func startsWith(_ word: String) -> Bool {
-            let w = Array(word.utf8)
-            return end - start >= w.count && zip(header[start..<start + w.count], w).allSatisfy { $0 | 0x20 == $1 }
-        }
-        if startsWith("bearer"), end - start > 6, header[start + 6] == 0x20 {
-            let token = trimmed(start + 7, end)
+        case .malformed:
+            return .refused("the Authorization header must be key=SERVER_KEY")
+        case .key(let k):
+            guard !k.isEmpty else { return .refused("the server key is empty") }
+            key = k
+        case .bearer(let token):
             guard case .success(let grant) = tokens.check(token, nowMillis: engine.clock.nowMillis()) else {
                 return .refused("the Bearer token is not one this emulator issued, or it has expired")
             }
@@ -49,16 +37,6 @@ extension FCMHTTPAPI {
             case .failure: return .refused("project \(project) is not a configured sender (--auth strict)")
             }
         }
-        guard startsWith("key") else {
-            return .refused("the Authorization header must be key=SERVER_KEY")
-        }
-        var equals = start + 3
-        while equals < end, header[equals] == 0x20 { equals += 1 }
-        guard equals < end, header[equals] == UInt8(ascii: "=") else {
-            return .refused("the Authorization header must be key=SERVER_KEY")
-        }
-        let key = trimmed(equals + 1, end)
-        guard !key.isEmpty else { return .refused("the server key is empty") }
         guard strict else { return .choice(.tokensOwn(key: key)) }
         let candidates = engine.configuration.configuredSenders.filter { $0.value == key }.map(\.key).sorted()
         if candidates.isEmpty { return .refused("the server key is not in the --config file (--auth strict)") }
