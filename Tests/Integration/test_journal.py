@@ -37,11 +37,18 @@ def messages(base: str, **query) -> list[dict]:
 
 def wait_kinds(base: str, mid: str, wanted: set[str], timeout: float = 20.0) -> list[str]:
     """The message's event kinds once they include `wanted` (events recorded after an answer, such as
-    a device's ACK, land when the device's ACK is processed: poll that fact, bounded)."""
+    a device's ACK, land when the device's ACK is processed: poll that fact, bounded). A message known
+    by a client's id (an APNs identifier) is found only once its answer is recorded, which for a live
+    delivery follows the device's ACK: until then the journal answers 404, and the poll goes on."""
     import time
     deadline = time.monotonic() + timeout
     while True:
-        got = kinds(base, mid)
+        status, body = http_json("GET", f"{base}/emulator/v1/messages/{urllib.parse.quote(mid, safe='')}")
+        if status == 404 and time.monotonic() <= deadline:
+            time.sleep(0.05)
+            continue
+        assert status == 200, (status, body)
+        got = [e["kind"] for e in body["events"]]
         if wanted <= set(got) or time.monotonic() > deadline:
             assert wanted <= set(got), (wanted, got)
             return got
