@@ -350,19 +350,16 @@ public final class Emulator: Sendable {
             let requestTimeout = TimeAmount.milliseconds(Int64(config.requestTimeoutMillis))
             let http1Configuration = HTTP1Channel.Configuration(
                 additionalChannelHandlers: [HTTPRequestDeadlines(timeout: requestTimeout)])
-            let http1 = HTTPServerBuilder { responder in
-                EventLoopHTTPChannel(base: HTTP1Channel(responder: EventLoopHTTPChannel<HTTP1Channel>.routing(responder),
-                                                        configuration: http1Configuration))
+            // The send routes on their connection's event loop, the others on the global executor.
+            let http1 = { @Sendable (responder: @escaping HTTPChannelHandler.Responder) in
+                HTTP1Channel(responder: LoopRoutes.responder(responder), configuration: http1Configuration)
             }
-            addApplication(http1, option: "--http-port", port: config.httpPort)
+            addApplication(HTTPServerBuilder { EventLoopHTTPChannel(base: http1($0)) }, option: "--http-port", port: config.httpPort)
             // Proxy mode tunnels HTTPS to a TLS listener: the --https-port one, or a private one on a free port.
             if config.httpsPort != nil || config.proxyPort != nil {
                 let tlsConfiguration = tlsConfig
-                let https = HTTPServerBuilder { responder in
-                    EventLoopHTTPChannel(base: try TLSChannel(
-                        HTTP1Channel(responder: EventLoopHTTPChannel<HTTP1Channel>.routing(responder),
-                                     configuration: http1Configuration),
-                        tlsConfiguration: tlsConfiguration))
+                let https = HTTPServerBuilder {
+                    EventLoopHTTPChannel(base: try TLSChannel(http1($0), tlsConfiguration: tlsConfiguration))
                 }
                 addApplication(https, option: "--https-port", port: config.httpsPort ?? 0)
             }

@@ -26,20 +26,6 @@ struct EventLoopHTTPChannel<Base: ServerChildChannel>: ServerChildChannel {
             await base.handle(value: value, logger: logger)
         }
     }
-
-    /// `responder`, with requests for routes that may block moved off the event loop.
-    static func routing(_ responder: @escaping HTTPChannelHandler.Responder) -> HTTPChannelHandler.Responder {
-        { request, writer, channel in
-            if LoopRoutes.runsOnEventLoop(method: request.method, path: request.uri.path) {
-                try await responder(request, writer, channel)
-                return
-            }
-            var taken: ResponseWriter? = consume writer
-            try await withTaskExecutorPreference(globalConcurrentExecutor) {
-                try await responder(request, taken.take()!, channel)
-            }
-        }
-    }
 }
 
 /// The routes that run on the event loop: the message sends (they never block) and the bench's
@@ -49,6 +35,20 @@ enum LoopRoutes {
         guard method == .post else { return false }
         if path == "/fcm/send" || path == "/gcm/send" || path == "/emulator/bench/noop" { return true }
         return path.hasPrefix("/v1/projects/") && path.hasSuffix("/messages:send")
+    }
+
+    /// `responder`, with requests for every other route moved off the event loop.
+    static func responder(_ responder: @escaping HTTPChannelHandler.Responder) -> HTTPChannelHandler.Responder {
+        { request, writer, channel in
+            if runsOnEventLoop(method: request.method, path: request.uri.path) {
+                try await responder(request, writer, channel)
+                return
+            }
+            var taken: ResponseWriter? = consume writer
+            try await withTaskExecutorPreference(globalConcurrentExecutor) {
+                try await responder(request, taken.take()!, channel)
+            }
+        }
     }
 }
 

@@ -106,19 +106,19 @@ extension Engine {
     /// then; otherwise the device hears `sent` from the commit, as for every upstream message. Either
     /// way `sent` means "delivered or durable". False when it cannot go out now (nothing was done).
     private func upstreamLive(_ record: OutboundRecord, completion: @escaping @Sendable (UpstreamOutcome) -> Void) -> Bool {
-        let key = OutboundKey(kind: record.kind, token: record.token, messageID: record.messageID)
+        let key = record.key
         let ticket = WriteTicket()
         let sends = state.withLock { s -> [Send]? in
             guard s.outboundPending[record.senderID]?.isEmpty ?? true else { return nil }
-            let window = configuration.maxUnackedOutbound
-            let free = (s.connectionsBySender[record.senderID] ?? []).contains {
-                guard let c = s.connections[$0], !c.link.isDraining else { return false }
-                return c.inFlight.count < window
-            }
-            guard free else { return nil }
-            s.liveUpstream[key] = LiveUpstream(ticket: ticket, settle: completion)
             s.outboundPending[record.senderID, default: []].append(record)
-            return dispatchOutbound(sender: record.senderID, &s)
+            let sends = dispatchOutbound(sender: record.senderID, &s)
+            // No open connection had room: it was the only item, so nothing went out.
+            guard s.outboundPending[record.senderID]?.isEmpty ?? true else {
+                s.outboundPending[record.senderID] = nil
+                return nil
+            }
+            s.liveUpstream[key] = LiveUpstream(ticket: ticket, settle: completion)
+            return sends
         }
         guard let sends else { return false }
         // Submitted before the app server can see the message (so before its ACK, and before the

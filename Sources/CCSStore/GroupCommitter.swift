@@ -235,8 +235,6 @@ public final class GroupCommitter: Sendable {
                     s.writerDelaying = true
                     return true
                 }
-                // A quarter of the delay later than the first is due: under load, the writes that
-                // came due meanwhile are then taken together rather than a few per wake-up.
                 if mayWait, due > DispatchTime.now().uptimeNanoseconds {
                     _ = wake.wait(timeout: DispatchTime(uptimeNanoseconds: due))
                 }

@@ -77,7 +77,7 @@ extension FCMHTTPAPI {
     /// sender whose key it does not know; strict mode knows only the config file's senders.
     func groupSender(_ request: Request) -> Result<String, GroupRefusal> {
         let key: String
-        switch LegacyAuthorization.parse(request.headers[.authorization]) {
+        switch AuthorizationHeader.parse(request.headers[.authorization]) {
         case .missing:
             return .failure(.unauthorized("the request has no Authorization header; send Authorization: key=SERVER_KEY"))
         case .malformed, .bearer:

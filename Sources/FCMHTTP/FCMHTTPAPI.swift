@@ -118,20 +118,7 @@ public struct FCMHTTPAPI: Sendable {
 
     /// The grant behind the request's `Authorization: Bearer …`, or Google's 401.
     func bearerGrant(authorization: String?) throws(GoogleError) -> AccessGrant {
-        guard let header = authorization else { throw GoogleError.missingCredentials }
-        // Byte-level: Foundation's trimming goes through NSString on Linux, and this runs per request.
-        let bytes = Array(header.utf8)
-        let isSpace = { (b: UInt8) in b == 0x20 || b == 0x09 }
-        guard let first = bytes.firstIndex(where: { !isSpace($0) }),
-              let last = bytes.lastIndex(where: { !isSpace($0) }), last - first + 1 > 7 else {
-            throw GoogleError.missingCredentials
-        }
-        let scheme = bytes[first..<(first + 6)].map { $0 | 0x20 }  // ASCII letters to lower case
-        guard scheme == Array("bearer".utf8), isSpace(bytes[first + 6]) else { throw GoogleError.missingCredentials }
-        guard let start = bytes[(first + 6)...last].firstIndex(where: { !isSpace($0) }) else {
-            throw GoogleError.missingCredentials
-        }
-        let token = String(decoding: bytes[start...last], as: UTF8.self)
+        guard case .bearer(let token) = AuthorizationHeader.parse(authorization) else { throw GoogleError.missingCredentials }
         let now = engine.clock.nowMillis()
         if let grant = verifiedGrants.grant(for: token) {
             guard now < grant.expiresAtMillis else { throw GoogleError.invalidCredentials }

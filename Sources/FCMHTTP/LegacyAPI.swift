@@ -19,7 +19,7 @@ extension FCMHTTPAPI {
     /// (docs/http-api.md, "Which sender a legacy request sends as").
     func legacyCaller(_ request: Request) -> LegacyCaller {
         let key: String
-        switch LegacyAuthorization.parse(request.headers[.authorization]) {
+        switch AuthorizationHeader.parse(request.headers[.authorization]) {
         case .missing:
             return .refused("the request has no Authorization header; send Authorization: key=SERVER_KEY")
         case .malformed:

@@ -3,8 +3,8 @@ import CCSStore
 /// The PostgreSQL schema: the same tables and columns as the SQLite backend's newest migration, so
 /// that an export (docs/export-format.md) moves between the two backends unchanged.
 enum PostgresSchema {
-    /// The schema an export names: the SQLite backend's newest migration, whose tables these are.
-    /// `ExportTests` checks that both backends name the same one.
+    /// The schema an export names: the SQLite backend's newest migration, whose tables these are
+    /// (its indexes may differ: an export carries rows, not indexes).
     static let name = Store.newestMigration
 
     /// One migration: DDL statements (split at each `;` that ends a line), or one statement as is

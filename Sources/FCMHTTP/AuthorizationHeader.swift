@@ -1,15 +1,15 @@
-/// The `Authorization` header of the legacy APIs (`/fcm/send`, `/fcm/notification`): `key=SERVER_KEY`,
-/// or `Bearer TOKEN` (firebase-admin-node's legacy calls). Read byte by byte: Foundation's trimming
-/// goes through NSString on Linux, and this runs per request. Spaces and tabs around the header, the
-/// key and the token are ignored, and the scheme's letters may be in any case.
-enum LegacyAuthorization: Equatable {
+/// An `Authorization` header: `Bearer TOKEN` (HTTP v1, and firebase-admin-node's legacy calls) or
+/// the legacy APIs' `key=SERVER_KEY`. Read byte by byte: Foundation's trimming goes through NSString
+/// on Linux, and this runs per request. Spaces and tabs around the header, the key and the token are
+/// ignored, the scheme's letters may be in any case, and a space or a tab follows `Bearer`.
+enum AuthorizationHeader: Equatable {
     case missing
     case bearer(String)
     case key(String)
     /// Neither `key=…` nor `Bearer …`.
     case malformed
 
-    static func parse(_ value: String?) -> LegacyAuthorization {
+    static func parse(_ value: String?) -> AuthorizationHeader {
         let header = Array((value ?? "").utf8)
         let isSpace = { (b: UInt8) in b == 0x20 || b == 0x09 }
         func trimmed(_ from: Int, _ to: Int) -> String {
@@ -27,7 +27,7 @@ enum LegacyAuthorization: Equatable {
             let w = Array(word.utf8)
             return end - start >= w.count && zip(header[start..<start + w.count], w).allSatisfy { $0 | 0x20 == $1 }
         }
-        if startsWith("bearer"), end - start > 6, header[start + 6] == 0x20 { return .bearer(trimmed(start + 7, end)) }
+        if startsWith("bearer"), end - start > 6, isSpace(header[start + 6]) { return .bearer(trimmed(start + 7, end)) }
         guard startsWith("key") else { return .malformed }
         var equals = start + 3
         while equals < end, header[equals] == 0x20 { equals += 1 }
