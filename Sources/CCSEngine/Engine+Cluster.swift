@@ -15,6 +15,38 @@ extension Engine: ClusterEvents {
         handOver([message], to: message.token)
     }
 
+    /// Another node's messages for devices connected here, before their write: handed over like a
+    /// live delivery; the device's confirmation goes back to that node. What this node would not hand
+    /// over now (the device left, sleeps, or its app went to the background) is left to the write.
+    public func clusterLiveOffered(_ messages: [QueuedMessage], from node: String) {
+        var order: [String] = []
+        var byToken: [String: [QueuedMessage]] = [:]
+        for m in messages {
+            if byToken[m.token] == nil { order.append(m.token) }
+            byToken[m.token, default: []].append(m)
+        }
+        for token in order {
+            let sends = state.withLock { s -> [Send] in
+                guard s.online[token]?.loaded == true, s.devices[token]?.status == .active,
+                      let platform = s.online[token]?.platform ?? s.devices[token]?.platform else { return [] }
+                let deviceState = s.deviceStates[token] ?? DeviceState()
+                let fit = byToken[token]!.filter { Self.mayOffer($0, deviceState: deviceState, platform: platform) }
+                return take(fit, token: token, offeredBy: node, &s)
+            }
+            perform(sends)
+        }
+    }
+
+    /// The devices of another node confirmed messages offered from here: their writes are called off
+    /// where the writer has not taken them yet, and their senders answered. A write already taken
+    /// answers on its commit, which is announced to the device's node; that node removes it.
+    public func clusterLiveConfirmed(deviceMessageIDs: [String]) {
+        let confirmed = state.withLock { s in deviceMessageIDs.compactMap { s.offered.removeValue(forKey: $0) } }
+        for o in confirmed where o.early.ticket.cancel() {
+            o.early.settle(.accepted(token: o.message.token, deviceMessageID: o.message.deviceMessageID))
+        }
+    }
+
     /// Gives items up to the other nodes; the admin view lists them here until the release commits.
     func release(_ records: [OutboundRecord]) {
         guard let cluster, !records.isEmpty else { return }

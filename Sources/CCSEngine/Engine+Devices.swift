@@ -204,21 +204,39 @@ extension Engine {
 
     /// The messages the device's state admits now become in-flight on its connection; the rest wait.
     /// A notification for an app in the background goes to the system's tray, not to the app.
-    func take(_ messages: [QueuedMessage], token: String, early: EarlyDelivery? = nil, _ s: inout State) -> [Send] {
+    /// `offeredBy`: another node offered them before writing them. Without it and `early`, they are
+    /// written (read from the store, or their commit announced).
+    func take(_ messages: [QueuedMessage], token: String, early: EarlyDelivery? = nil, offeredBy: String? = nil,
+              _ s: inout State) -> [Send] {
         // The entry is read property by property and its in-flight map changed in place: holding a
         // copy of the whole `OnlineDevice` would make the map shared and copy it on the write.
         guard let link = s.online[token]?.link else { return [] }
         let platform = s.online[token]?.platform
         let deviceState = s.deviceStates[token] ?? DeviceState()
+        let written = early == nil && offeredBy == nil
         var deliveries: [DeviceDelivery] = []
+        var removals: [StoreOp] = []
         // A message already on this connection, or confirmed on it, is not handed over again (a backlog
         // read, a hand-over after a commit and another node's announcement may all hold it).
-        for m in messages where deviceState.admits(m, platform: platform) && s.online[token]?.inFlight[m.deviceMessageID] == nil
-            && s.online[token]?.confirmed.contains(m.deviceMessageID) != true {
+        for m in messages where deviceState.admits(m, platform: platform) {
+            let id = m.deviceMessageID
+            if let onConnection = s.online[token]?.inFlight[id] {
+                // Offered by another node and written there after all: its confirmation now removes it here.
+                if written && onConnection.offeredBy != nil { s.online[token]?.inFlight[id]?.offeredBy = nil }
+                continue
+            }
+            if s.online[token]?.confirmed.contains(id) == true {
+                // Confirmed back to the node that offered it, which wrote it anyway: removed here.
+                if written && s.online[token]?.confirmedOffers.contains(id) == true {
+                    removals.append(.removeMessage(token: token, deviceMessageID: id))
+                }
+                continue
+            }
             let d = DeviceDelivery(message: m, toTray: m.kind == .message && m.isNotification && !deviceState.foreground)
-            s.online[token]?.inFlight[m.deviceMessageID] = InFlightDownstream(message: m, toTray: d.toTray, early: early)
+            s.online[token]?.inFlight[id] = InFlightDownstream(message: m, toTray: d.toTray, early: early, offeredBy: offeredBy)
             deliveries.append(d)
         }
+        if !removals.isEmpty { committer.submit(removals) }
         return deliveries.isEmpty ? [] : [.device(link, deliveries, platform ?? .android, app: s.devices[token]?.app ?? "",
                                                   appInBackground: !deviceState.foreground)]
     }
@@ -229,7 +247,11 @@ extension Engine {
             if let token { return s.online[token].map { Array($0.inFlight.values) } ?? [] }
             return s.online.values.flatMap { $0.inFlight.values }
         }
+        let offered = state.withLock { s in
+            s.offered.values.filter { token == nil || $0.message.token == token }.map { ($0.message, $0.early) }
+        }
         return entries.filter { $0.early?.ticket.isPending == true }.map(\.message)
+            + offered.filter { $0.1.ticket.isPending }.map(\.0)
     }
 
     /// The device's queue as the service holds it: what is stored, plus messages handed to its
@@ -292,6 +314,7 @@ extension Engine {
         let found: (InFlightDownstream, String?)? = state.withLock { s in
             guard let entry = s.online[token]?.inFlight.removeValue(forKey: deviceMessageID) else { return nil }
             s.online[token]?.confirmed.insert(deviceMessageID)
+            if entry.offeredBy != nil { s.online[token]?.confirmedOffers.insert(deviceMessageID) }
             return (entry, entry.message.deliveryReceiptRequested ? s.devices[token]?.app : nil)
         }
         guard let (entry, app) = found else { return }
@@ -303,7 +326,12 @@ extension Engine {
             recordAPNsDelivery(m, deviceToken: state.withLock { $0.devices[token]?.apnsToken })
         }
         var ops: [StoreOp] = []
-        if !entry.toTray, !m.deliveryReceiptRequested, let early = entry.early, early.ticket.cancel() {
+        if let node = entry.offeredBy {
+            // Offered by another node before its write (never to the tray, no receipt: `mayOffer`):
+            // nothing of it is stored here; that node calls its write off, or announces the commit and
+            // this node then removes it (`take`).
+            cluster?.confirmLive(deviceMessageID: deviceMessageID, to: node)
+        } else if !entry.toTray, !m.deliveryReceiptRequested, let early = entry.early, early.ticket.cancel() {
             // Confirmed before its write was taken: it never reaches the disk, and the app server's
             // ACK is due now (the message is delivered: nothing is left to lose). Not called off: a
             // notification bound for the tray and a message with a receipt, whose removal must commit

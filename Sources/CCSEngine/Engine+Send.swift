@@ -109,6 +109,11 @@ extension Engine {
             return
         }
         let deliverableNow = online && deviceState.admits(queued, platform: platform)
+        if !online, message.timeToLive != 0, case .fcm = origin, let cluster, let node = cluster.node(holding: to),
+           Self.mayOffer(queued, deviceState: deviceState, platform: platform) {
+            offer(queued, to: node, cluster: cluster, completion: completion)
+            return
+        }
         if message.timeToLive == 0 && !deliverableNow {
             // "Now or never": the device cannot take it now, so it is dropped, never stored.
             completion(.accepted(token: to, deviceMessageID: nil))
@@ -154,6 +159,40 @@ extension Engine {
         case .dropped: completion(.accepted(token: to, deviceMessageID: nil))
         case .unregistered: completion(.refused(.unregistered(token: to)))
         }
+    }
+
+    /// Whether a message for a device on another node may go there before it is written: one the app
+    /// takes now and whose confirmation is all there is to it. A notification bound for the tray and a
+    /// message with a receipt are removed together with their tray entry or receipt, in one commit on
+    /// the device's node, so they go the durable way.
+    static func mayOffer(_ m: QueuedMessage, deviceState: DeviceState, platform: Platform) -> Bool {
+        m.kind == .message && !m.deliveryReceiptRequested && !(m.isNotification && !deviceState.foreground)
+            && deviceState.admits(m, platform: platform)
+    }
+
+    /// The message goes to the device's node at once and its write waits, as for a device connected
+    /// here: the device's confirmation, coming back in time, calls the write off and answers the
+    /// sender; otherwise the answer follows the commit, and the commit is announced to the device's
+    /// node as usual (docs/scaling.md).
+    private func offer(_ queued: QueuedMessage, to node: String, cluster: any ClusterCoordinator,
+                       completion: @escaping @Sendable (SendResult) -> Void) {
+        let early = EarlyDelivery(ticket: WriteTicket(), settle: completion)
+        let limits = storageLimits(token: queued.token, senderID: queued.senderID, now: queued.enqueuedAt)
+        let id = queued.deviceMessageID
+        // Under the lock for the same reason as below: an uninstall comes before or after, not between.
+        let submitted = state.withLock { s -> Bool in
+            guard s.devices[queued.token]?.status == .active else { return false }
+            s.offered[id] = Offered(message: queued, early: early)
+            if let key = queued.collapseKey { committer.submit(.collapse(token: queued.token, collapseKey: key)) }
+            committer.submit([.enqueue(queued, limits: limits)], ticket: early.ticket) { [self] error in
+                state.withLock { _ = $0.offered.removeValue(forKey: id) }
+                if error == nil { journal(.stored, queued) }
+                completion(outcome(storing: queued, error: error))
+            }
+            return true
+        }
+        guard submitted else { return completion(.refused(.unregistered(token: queued.token))) }
+        cluster.offerLive(queued, to: node)
     }
 
     private enum DownstreamPlan {

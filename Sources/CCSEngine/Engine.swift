@@ -86,6 +86,10 @@ public final class Engine: Sendable {
         /// Handed over before it was committed: its write may still be called off, and then the
         /// app server's ACK comes from the device's confirmation instead of the commit.
         var early: EarlyDelivery? = nil
+        /// Offered by this node (its id) before it was written there: the device's confirmation goes
+        /// back to it, and this node removes nothing. Nil once the message is known written (its
+        /// commit was announced, or it was read from the store).
+        var offeredBy: String? = nil
     }
 
     struct EarlyDelivery {
@@ -104,6 +108,9 @@ public final class Engine: Sendable {
         /// The newest messages the device ACKed on this connection: a queue read before their removal
         /// commits, or another node's announcement of one, must not hand them over again.
         var confirmed = RecentIDs()
+        /// Of those, the ones offered by another node and confirmed back to it: if their write is
+        /// announced after all, this node removes them.
+        var confirmedOffers = RecentIDs()
     }
 
     /// The last `capacity` ids added, oldest forgotten first.
@@ -193,6 +200,14 @@ public final class Engine: Sendable {
         /// Upstream messages handed to an app server before their write was taken by the writer: an
         /// ACK that comes first calls the write off and answers the device (Engine+Outbound.swift).
         var liveUpstream: [OutboundKey: LiveUpstream] = [:]
+        /// Messages offered to the device's node before their write (by device message id): its
+        /// confirmation calls the write off and answers the sender (Engine+Cluster.swift).
+        var offered: [String: Offered] = [:]
+    }
+
+    struct Offered {
+        let message: QueuedMessage
+        let early: EarlyDelivery
     }
 
     struct LiveUpstream {

@@ -2,8 +2,9 @@
 /// engine tells the other nodes, and what it is told. The PostgreSQL backend implements it
 /// (`PostgresCluster`); on SQLite there is none, and the engine runs alone.
 ///
-/// Delivery never depends on a message between nodes arriving: every message is committed first,
-/// and what nodes tell each other only shortens the wait (a periodic sweep catches up on the rest).
+/// Delivery never depends on a message between nodes arriving: every message is written unless the
+/// device's confirmation came back first, and what nodes tell each other only shortens the wait (a
+/// periodic sweep catches up on the rest).
 public protocol ClusterCoordinator: Sendable {
     /// This node's id (lower-case hex), unique per run.
     var nodeID: String { get }
@@ -26,6 +27,15 @@ public protocol ClusterCoordinator: Sendable {
     /// `then` runs once the release is committed (or has failed: the items stay this node's until its
     /// lease ends).
     func releaseOutbound(_ records: [OutboundRecord], then: @escaping @Sendable () -> Void)
+    /// The node a device is connected to, as last announced (nil: here, nowhere, or not known yet).
+    /// A stale answer only costs time: a message offered to the wrong node is written after its delay.
+    func node(holding token: String) -> String?
+    /// Hands a message to the device's node before its write is due (docs/scaling.md, "confirmed
+    /// before written"). Not a promise: the offer may be lost or refused, and the write then goes on.
+    func offerLive(_ message: QueuedMessage, to node: String)
+    /// Tells the node that offered a message that its device confirmed it: that node may call its
+    /// write off.
+    func confirmLive(deviceMessageID: String, to node: String)
 }
 
 /// What a node is told of the others.
@@ -34,6 +44,10 @@ public protocol ClusterEvents: AnyObject, Sendable {
     func clusterQueueChanged(token: String)
     /// This message was committed for a device connected here (announced with the message itself).
     func clusterMessageCommitted(_ message: QueuedMessage)
+    /// Another node offers messages for devices connected here before writing them.
+    func clusterLiveOffered(_ messages: [QueuedMessage], from node: String)
+    /// Devices on another node confirmed messages this node offered them.
+    func clusterLiveConfirmed(deviceMessageIDs: [String])
     /// Upstream messages and receipts this node now holds (claimed for it), to send to its connections.
     func clusterClaimed(_ records: [OutboundRecord])
     /// Another node changed shared state: this node reads it again.

@@ -17,7 +17,10 @@ import PushDomain
 /// - upstream messages and receipts owned by one node at a time (`outbound.owner`), taken with one
 ///   `UPDATE … RETURNING` so that two nodes never send the same item;
 /// - registry changes (devices, senders, subscriptions, groups) announced on `ccs_registry` by the
-///   writing transaction itself, and read again by every other node.
+///   writing transaction itself, and read again by every other node;
+/// - each device's node announced on `ccs_presence` (kept in memory on every node), so that a message
+///   for a device on another node is offered to that node at once, before it is written; the device's
+///   confirmation comes back the same way and calls the write off (`LiveNotifier`).
 ///
 /// Every announcement only shortens a wait: the sweep (presence-holding devices with queued
 /// messages, items no live node holds) catches up on any that was lost.
@@ -25,6 +28,7 @@ public final class PostgresCluster: ClusterCoordinator {
     static let registryChannel = "ccs_registry"
     static let outboundChannel = "ccs_outbound"
     static let nodeChannelPrefix = "ccs_node_"
+    static let presenceChannel = "ccs_presence"
 
     public var nodeID: String { store.nodeID }
     private let store: PostgresStore
@@ -36,6 +40,9 @@ public final class PostgresCluster: ClusterCoordinator {
     /// waits behind the lease renewal, a claim or a sweep (each a round trip to PostgreSQL).
     private let announcements = DispatchQueue(label: "ccs-emulator.cluster.announcements")
     private let listener = Locked<PostgresConnection?>(nil)
+    /// Token → the other node it is connected to, as announced on `ccs_presence`.
+    private let presence = Locked<[String: String]>([:])
+    private let live: LiveNotifier
     private let events = Locked<WeakEvents?>(nil)
     /// Made here, started by `start`, cancelled by `stop` (a dispatch source is safe from any thread).
     nonisolated(unsafe) private let timer: any DispatchSourceTimer
@@ -58,6 +65,7 @@ public final class PostgresCluster: ClusterCoordinator {
         renewEvery = .milliseconds(renewEveryMillis)
         timer = DispatchSource.makeTimerSource(queue: queue)
         connection = BlockingConnection(url: store.url, eventLoop: store.group.next(), setup: [], logger: logger)
+        live = LiveNotifier(store: store, logger: logger)
         try connection.withSession { s in
             try s.execute("""
                 INSERT INTO cluster_node(id, started_at, lease_until) VALUES ($1, ccs_now_ms(), ccs_now_ms() + $2)
@@ -99,6 +107,7 @@ public final class PostgresCluster: ClusterCoordinator {
                 try connection.withSession { s in
                     try s.execute("UPDATE cluster_node SET lease_until = 0 WHERE id = $1", binds(nodeID))
                     try s.execute("DELETE FROM device_presence WHERE node = $1", binds(nodeID))
+                    try s.execute("SELECT pg_notify('\(Self.presenceChannel)', '* -' || $1)", binds(nodeID))
                 }
             } catch {
                 logger.warning("leaving the cluster: \(error)")
@@ -109,6 +118,7 @@ public final class PostgresCluster: ClusterCoordinator {
             }
             connection.close()
         }
+        live.close()
     }
 
     // MARK: what the engine tells
@@ -123,6 +133,7 @@ public final class PostgresCluster: ClusterCoordinator {
                         INSERT INTO device_presence(token, node, since) VALUES ($1, $2, ccs_now_ms())
                         ON CONFLICT(token) DO UPDATE SET node = EXCLUDED.node, since = EXCLUDED.since
                         """, binds(token, nodeID))
+                    s.send("SELECT pg_notify('\(Self.presenceChannel)', $1)", binds(token + " " + nodeID))
                 }
             } catch {
                 // Messages from other nodes then wait for the sweep.
@@ -136,7 +147,11 @@ public final class PostgresCluster: ClusterCoordinator {
         queue.async { [self] in
             do {
                 try connection.withSession { s in
-                    try s.execute("DELETE FROM device_presence WHERE token = $1 AND node = $2", binds(token, nodeID))
+                    // Announced only if it was still here: it may have connected to another node since.
+                    _ = try s.rows("""
+                        WITH gone AS (DELETE FROM device_presence WHERE token = $1 AND node = $2 RETURNING token)
+                        SELECT pg_notify('\(Self.presenceChannel)', token || ' -' || $2) FROM gone
+                        """, binds(token, nodeID))
                 }
             } catch {
                 logger.warning("removing a device's presence failed", metadata: ["error": "\(error)"])
@@ -167,6 +182,41 @@ public final class PostgresCluster: ClusterCoordinator {
             } catch {
                 // They stay this node's until its lease ends; then any node takes them.
                 logger.warning("releasing upstream messages failed", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    public func node(holding token: String) -> String? {
+        presence.withLock { $0[token] }
+    }
+
+    public func offerLive(_ message: QueuedMessage, to node: String) {
+        let line = LiveNotifier.line(message)
+        let header = LiveNotifier.Header.offer(from: nodeID)
+        // Too big for a notification: it goes the durable way (written, then announced by its token).
+        guard LiveNotifier.fits(line, header: header) else { return }
+        live.post(line, header: header, channel: Self.nodeChannelPrefix + node)
+    }
+
+    public func confirmLive(deviceMessageID: String, to node: String) {
+        live.post(deviceMessageID, header: .confirmation, channel: Self.nodeChannelPrefix + node)
+    }
+
+    /// A presence announcement: "token node" (connected there) or "token -node" (gone from there);
+    /// "* -node": the node left.
+    func presenceChanged(_ payload: String) {
+        guard let space = payload.lastIndex(of: " ") else { return }
+        let token = String(payload[..<space])
+        var node = payload[payload.index(after: space)...]
+        let gone = node.first == "-"
+        if gone { node = node.dropFirst() }
+        presence.withLock { map in
+            if token == "*" {
+                if gone { map = map.filter { $0.value != node } }
+            } else if gone {
+                if map[token].map({ $0 == node }) == true { map[token] = nil }
+            } else {
+                map[token] = node == nodeID ? nil : String(node)
             }
         }
     }
@@ -264,18 +314,30 @@ public final class PostgresCluster: ClusterCoordinator {
             do {
                 let opened = try PostgresConnection.connect(on: store.group.next(), configuration: store.url.configuration(),
                                                             id: 1_000_000, logger: logger).wait()
-                for name in [channel, Self.registryChannel, Self.outboundChannel] {
+                for name in [channel, Self.registryChannel, Self.outboundChannel, Self.presenceChannel] {
                     _ = opened.addListener(channel: name) { [weak self] _, note in
                         guard let self else { return }
                         let payload = note.payload
                         let channel = note.channel
+                        if channel == Self.presenceChannel { return self.presenceChanged(payload) }
                         (channel == self.channel ? self.announcements : self.queue).async {
                             self.notified(channel: channel, payload: payload)
                         }
                     }
                 }
-                // A round trip after the LISTENs: they are in force once it returns.
+                // A round trip after the LISTENs: they are in force once it returns. The devices' nodes
+                // are read after it, so no announcement falls between the read and the listening.
                 _ = try opened.query("SELECT 1", logger: logger).wait()
+                let known = try opened.query("""
+                    SELECT p.token, p.node FROM device_presence p JOIN cluster_node c ON c.id = p.node
+                    WHERE p.node <> \(nodeID) AND c.lease_until > ccs_now_ms()
+                    """, logger: logger).wait()
+                var map: [String: String] = [:]
+                for row in known.rows {
+                    let (token, node) = try row.decode((String, String).self)
+                    map[token] = node
+                }
+                presence.withLock { $0 = map }
                 slot = opened
             } catch {
                 logger.warning("listening for the other nodes failed; retrying at the next renewal", metadata: ["error": "\(error)"])
@@ -302,7 +364,14 @@ public final class PostgresCluster: ClusterCoordinator {
         guard let events = events.withLock({ $0?.value }) else { return }
         switch channel {
         case self.channel:
-            if payload.hasPrefix("{") {
+            if let (header, lines) = LiveNotifier.Header.parse(payload) {
+                switch header {
+                case .offer(let node):
+                    events.clusterLiveOffered(lines.compactMap { Self.message(fromAnnouncement: String($0)) }, from: node)
+                case .confirmation:
+                    events.clusterLiveConfirmed(deviceMessageIDs: lines.map(String.init))
+                }
+            } else if payload.hasPrefix("{") {
                 guard let message = Self.message(fromAnnouncement: payload) else { return }
                 events.clusterMessageCommitted(message)
             } else {

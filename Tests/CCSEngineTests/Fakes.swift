@@ -37,12 +37,13 @@ final class Harness: Sendable {
 
     deinit { engine.committer.shutdownBlocking() }
 
-    init(configuration: Engine.Configuration = .init(), path: String? = nil, liveWriteDelay: Duration = .zero) throws {
+    init(configuration: Engine.Configuration = .init(), path: String? = nil, liveWriteDelay: Duration = .zero,
+         cluster: (any ClusterCoordinator)? = nil) throws {
         let dbPath = try path ?? Self.temporaryDatabasePath()
         clock = VirtualClock(startMillis: 1_700_000_000_000)
         engine = try Engine(committer: GroupCommitter(store: try Store(path: dbPath, durability: .normal),
                                                            cancellableDelay: liveWriteDelay),
-                            clock: clock, configuration: configuration)
+                            clock: clock, configuration: configuration, cluster: cluster)
     }
 
     /// A database path in a fresh temporary directory; pass it to two harnesses to test a restart.
@@ -129,5 +130,50 @@ extension Engine {
             case .group(let outcome): completion(.group(outcome))
             }
         }
+    }
+}
+
+/// Two engines as two nodes of one service, without PostgreSQL: what one node would announce or
+/// offer reaches the other by a direct call, and a test may hold offers back to order events.
+final class FakeCluster: ClusterCoordinator {
+    let nodeID: String
+    let partner = Locked<(any ClusterEvents)?>(nil)
+    let partnerNode: String
+    /// The tokens connected to the partner node.
+    let partnerHolds = Locked<Set<String>>([])
+    let holdOffers = Atomic<Bool>(false)
+    let heldOffers = Locked<[QueuedMessage]>([])
+    let confirmations = Locked<[String]>([])
+
+    init(nodeID: String, partnerNode: String) {
+        self.nodeID = nodeID
+        self.partnerNode = partnerNode
+    }
+
+    func start(events: any ClusterEvents) {}
+    func stop() {}
+    func deviceOnline(token: String, then: @escaping @Sendable () -> Void) { then() }
+    func deviceOffline(token: String) {}
+    func claimOutbound(senderID: String) {}
+    func outboundHeldElsewhere() throws -> [OutboundRecord] { [] }
+    func releaseOutbound(_ records: [OutboundRecord], then: @escaping @Sendable () -> Void) { then() }
+
+    func node(holding token: String) -> String? {
+        partnerHolds.withLock { $0.contains(token) } ? partnerNode : nil
+    }
+
+    func offerLive(_ message: QueuedMessage, to node: String) {
+        if holdOffers.load(ordering: .relaxed) { return heldOffers.withLock { $0.append(message) } }
+        partner.withLock { $0 }?.clusterLiveOffered([message], from: nodeID)
+    }
+
+    func releaseHeldOffers() {
+        let held = heldOffers.withLock { h -> [QueuedMessage] in defer { h = [] }; return h }
+        partner.withLock { $0 }?.clusterLiveOffered(held, from: nodeID)
+    }
+
+    func confirmLive(deviceMessageID: String, to node: String) {
+        confirmations.withLock { $0.append(deviceMessageID) }
+        partner.withLock { $0 }?.clusterLiveConfirmed(deviceMessageIDs: [deviceMessageID])
     }
 }

@@ -1,0 +1,106 @@
+import CCSEngine
+import CCSProtocol
+import CCSStore
+import Foundation
+import Locking
+import Testing
+
+/// "Confirmed before written" across nodes (docs/scaling.md): node A takes the app server's message,
+/// node B holds the device. Two engines on one database, wired by `FakeCluster`.
+@Suite struct ClusterOfferTests {
+    struct Nodes {
+        let a: Harness, b: Harness
+        let toB: FakeCluster, toA: FakeCluster
+        let token: String
+        let device: FakeDevice
+    }
+
+    /// A's live-write delay is `delay`: an hour, so that a confirmation never misses it, or zero,
+    /// so that the write is taken at once.
+    func nodes(delay: Duration) async throws -> Nodes {
+        let path = try Harness.temporaryDatabasePath()
+        let toB = FakeCluster(nodeID: "a", partnerNode: "b")
+        let toA = FakeCluster(nodeID: "b", partnerNode: "a")
+        let a = try Harness(path: path, liveWriteDelay: delay, cluster: toB)
+        let d = try await a.register()
+        // B reads the registration at start (its registry is loaded from the shared store).
+        let b = try Harness(path: path, liveWriteDelay: .seconds(3600), cluster: toA)
+        toB.partner.withLock { $0 = b.engine }
+        toA.partner.withLock { $0 = a.engine }
+        let device = await b.connect(d.token)
+        toB.partnerHolds.withLock { $0.insert(d.token) }
+        return Nodes(a: a, b: b, toB: toB, toA: toA, token: d.token, device: device)
+    }
+
+    @Test func aMessageForADeviceOnAnotherNodeIsOfferedAndItsWriteCalledOffByTheConfirmation() async throws {
+        let n = try await nodes(delay: .seconds(3600))
+        let before = n.a.engine.committer.statistics
+        let outcome = Locked<Outcome?>(nil)
+        n.a.engine.downstream(data("m1", to: n.token), senderID: "111") { o in outcome.withLock { $0 = o } }
+        // On the device before anything is written; the sender waits for the confirmation.
+        #expect(n.device.ids.count == 1)
+        #expect(outcome.withLock { $0 } == nil)
+        #expect(try n.a.engine.queuedMessages(token: n.token).map(\.appMessageID) == ["m1"])
+        n.b.engine.deviceAcknowledged(token: n.token, deviceMessageID: n.device.ids[0])
+        #expect(outcome.withLock { $0 } == .ack(from: n.token))
+        await n.a.settle()
+        await n.b.settle()
+        #expect(try n.a.queue(n.token).isEmpty)
+        #expect(n.a.engine.committer.statistics.cancellableCalledOff == before.cancellableCalledOff + 1)
+        #expect(n.a.engine.committer.statistics.cancellableCommitted == before.cancellableCommitted)
+        #expect(try n.a.engine.queuedMessages(token: n.token).isEmpty)
+    }
+
+    @Test func aWriteTakenBeforeTheConfirmationIsRemovedByTheDevicesNodeWhenItsCommitIsAnnounced() async throws {
+        let n = try await nodes(delay: .zero)
+        n.toB.holdOffers.store(true, ordering: .relaxed)
+        // The write goes first: the sender is answered on its commit, as for any stored message.
+        #expect(await n.a.send(data("m1", to: n.token)) == .ack(from: n.token))
+        let stored = try n.a.queue(n.token)
+        #expect(stored.map(\.appMessageID) == ["m1"])
+        // Then the offer arrives, the device confirms it, and the confirmation finds nothing to call off.
+        n.toB.releaseHeldOffers()
+        #expect(n.device.ids == [stored[0].deviceMessageID])
+        n.b.engine.deviceAcknowledged(token: n.token, deviceMessageID: stored[0].deviceMessageID)
+        #expect(n.toA.confirmations.withLock { $0 } == [stored[0].deviceMessageID])
+        await n.b.settle()
+        #expect(try n.a.queue(n.token).count == 1)
+        // The commit's announcement reaches B last: the device has the message, so B removes it.
+        n.b.engine.clusterMessageCommitted(stored[0])
+        await n.b.settle()
+        #expect(try n.a.queue(n.token).isEmpty)
+        #expect(n.device.ids.count == 1)
+    }
+
+    @Test func aCommitAnnouncedWhileTheOfferIsOnTheDeviceMakesItsConfirmationARemoval() async throws {
+        let n = try await nodes(delay: .zero)
+        n.toB.holdOffers.store(true, ordering: .relaxed)
+        #expect(await n.a.send(data("m1", to: n.token)) == .ack(from: n.token))
+        let stored = try n.a.queue(n.token)
+        n.toB.releaseHeldOffers()
+        #expect(n.device.ids.count == 1)
+        n.b.engine.clusterMessageCommitted(stored[0])
+        #expect(n.device.ids.count == 1)  // not handed over twice
+        n.b.engine.deviceAcknowledged(token: n.token, deviceMessageID: stored[0].deviceMessageID)
+        await n.b.settle()
+        #expect(try n.a.queue(n.token).isEmpty)
+        #expect(n.toA.confirmations.withLock { $0 }.isEmpty)
+    }
+
+    @Test func whatTheDevicesNodeWouldNotHandOverNowGoesTheDurableWay() async throws {
+        let n = try await nodes(delay: .seconds(3600))
+        // A receipt is removed together with its receipt's write, on the device's node: never offered.
+        let receipt = Task { await n.a.send(data("r1", to: n.token) { $0.deliveryReceiptRequested = true }) }
+        await n.a.settle()
+        #expect(await receipt.value == .ack(from: n.token))
+        #expect(n.device.ids.isEmpty)
+        #expect(try n.a.queue(n.token).map(\.appMessageID) == ["r1"])
+        // The device left B before the offer came: B leaves it to the write.
+        n.b.engine.deviceDisconnected(token: n.token, link: n.device)
+        let later = Task { await n.a.send(data("m2", to: n.token)) }
+        await n.a.settle()
+        #expect(await later.value == .ack(from: n.token))
+        #expect(try n.a.queue(n.token).map(\.appMessageID) == ["r1", "m2"])
+        #expect(n.device.ids.isEmpty)
+    }
+}
