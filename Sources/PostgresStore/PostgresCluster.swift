@@ -40,6 +40,8 @@ public final class PostgresCluster: ClusterCoordinator {
     /// waits behind the lease renewal, a claim or a sweep (each a round trip to PostgreSQL).
     private let announcements = DispatchQueue(label: "ccs-emulator.cluster.announcements")
     private let listener = Locked<PostgresConnection?>(nil)
+    /// Devices connected here whose presence is not recorded yet, and whether a round is under way.
+    private let arrivals = Locked<(waiting: [(String, @Sendable () -> Void)], recording: Bool)>(([], false))
     /// Token → the other node it is connected to, as announced on `ccs_presence`.
     private let presence = Locked<[String: String]>([:])
     private let live: LiveNotifier
@@ -124,22 +126,50 @@ public final class PostgresCluster: ClusterCoordinator {
     // MARK: what the engine tells
 
     public func deviceOnline(token: String, then: @escaping @Sendable () -> Void) {
-        queue.async { [self] in
+        let start = arrivals.withLock { a -> Bool in
+            a.waiting.append((token, then))
+            if a.recording { return false }
+            a.recording = true
+            return true
+        }
+        if start { queue.async { [self] in recordArrivals() } }
+    }
+
+    /// Records the presence of every device that connected since the last round, each in a transaction
+    /// of its own sent back to back (one round trip for all: a reconnecting crowd is not recorded one
+    /// round trip at a time while its messages wait), then lets each read its backlog.
+    private func recordArrivals() {
+        while true {
+            let batch = arrivals.withLock { a -> [(String, @Sendable () -> Void)] in
+                let taken = a.waiting
+                a.waiting = []
+                if taken.isEmpty { a.recording = false }
+                return taken
+            }
+            if batch.isEmpty { return }
             do {
-                try connection.transaction { s in
-                    // The device's lock orders this against every enqueue for the device.
-                    try s.execute("SELECT ccs_lock_device(device_key) FROM device WHERE token = $1", binds(token))
-                    try s.execute("""
-                        INSERT INTO device_presence(token, node, since) VALUES ($1, $2, ccs_now_ms())
-                        ON CONFLICT(token) DO UPDATE SET node = EXCLUDED.node, since = EXCLUDED.since
-                        """, binds(token, nodeID))
-                    s.send("SELECT pg_notify('\(Self.presenceChannel)', $1)", binds(token + " " + nodeID))
+                try connection.withSession { s in
+                    for (token, _) in batch {
+                        s.send("BEGIN")
+                        // Presence is rebuilt by the devices' reconnections if PostgreSQL loses it; what
+                        // matters is its order against enqueues (the lock), which a commit not waited
+                        // for on disk keeps.
+                        s.send("SET LOCAL synchronous_commit = off")
+                        // The device's lock orders this against every enqueue for the device.
+                        s.send("SELECT ccs_lock_device(device_key) FROM device WHERE token = $1", binds(token))
+                        s.send("""
+                            INSERT INTO device_presence(token, node, since) VALUES ($1, $2, ccs_now_ms())
+                            ON CONFLICT(token) DO UPDATE SET node = EXCLUDED.node, since = EXCLUDED.since
+                            """, binds(token, nodeID))
+                        s.send("SELECT pg_notify('\(Self.presenceChannel)', $1)", binds(token + " " + nodeID))
+                        s.send("COMMIT")
+                    }
                 }
             } catch {
-                // Messages from other nodes then wait for the sweep.
+                // Messages from other nodes then wait for the sweep (a failed one rolled back alone).
                 logger.warning("recording a device's presence failed", metadata: ["error": "\(error)"])
             }
-            then()
+            for (_, then) in batch { then() }
         }
     }
 
@@ -320,6 +350,13 @@ public final class PostgresCluster: ClusterCoordinator {
                         let payload = note.payload
                         let channel = note.channel
                         if channel == Self.presenceChannel { return self.presenceChanged(payload) }
+                        // Offers and confirmations are handled here, on the listener's event loop: the
+                        // engine only hands over and answers (no waiting), and a hop to a queue cost
+                        // a thread wake-up per notification. Their order against the announcements
+                        // on the queue does not matter (`Engine.take`).
+                        if channel == self.channel, payload.utf8.first == UInt8(ascii: "\n") {
+                            return self.notified(channel: channel, payload: payload)
+                        }
                         (channel == self.channel ? self.announcements : self.queue).async {
                             self.notified(channel: channel, payload: payload)
                         }
