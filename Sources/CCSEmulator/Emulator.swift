@@ -53,6 +53,10 @@ public struct EmulatorConfiguration: Sendable {
     /// `--store`: a PostgreSQL URL (several nodes share one database: docs/scaling.md); nil keeps the
     /// state in SQLite in the data directory.
     public var storeURL: String?
+    /// With `storeURL`: where this node's link to the other nodes listens (`bindHost`, this port) and
+    /// the host they reach it at (nil: `bindHost`, or the machine's host name for a wildcard bind).
+    public var clusterPort = 0
+    public var clusterHost: String?
     /// How long the write of a message already handed to an online device waits for that device's
     /// confirmation; a message confirmed in time is never written (docs/architecture.md).
     public var liveWriteDelayMillis = 20
@@ -190,7 +194,14 @@ public final class Emulator: Sendable {
                 }
                 store = postgres
                 // Every node on the database is one service (docs/scaling.md); alone, a cluster of one.
-                cluster = try PostgresCluster(store: postgres, logger: logger)
+                let wildcard = ["0.0.0.0", "::", "[::]"].contains(config.bindHost)
+                let advertised = config.clusterHost ?? (wildcard ? ProcessInfo.processInfo.hostName : config.bindHost)
+                do {
+                    cluster = try PostgresCluster(store: postgres, link: (config.bindHost, config.clusterPort, advertised),
+                                                  logger: logger)
+                } catch let error as IOError {
+                    throw ConfigurationError("--cluster-port \(config.clusterPort) on \(config.bindHost): \(error)")
+                }
                 logger.notice("state in \(postgresURL), node \(postgres.nodeID)")
             } catch let error as ConfigurationError {
                 throw error
@@ -469,6 +480,7 @@ public final class Emulator: Sendable {
         if let proxyPort { w.add("proxy_port", proxyPort) }
         w.add("apns_port", info.apnsPort)
         w.add("apns_feedback_port", info.apnsFeedbackPort)
+        if let port = (engine.cluster as? PostgresCluster)?.linkPort { w.add("cluster_port", port) }
         w.add("ca_cert", info.caCertPath)
         w.add("data_dir", info.dataDir)
         return w.finished()

@@ -24,7 +24,7 @@ import PushDomain
 ///
 /// Every announcement only shortens a wait: the sweep (presence-holding devices with queued
 /// messages, items no live node holds) catches up on any that was lost.
-public final class PostgresCluster: ClusterCoordinator {
+public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
     static let registryChannel = "ccs_registry"
     static let outboundChannel = "ccs_outbound"
     static let nodeChannelPrefix = "ccs_node_"
@@ -45,6 +45,8 @@ public final class PostgresCluster: ClusterCoordinator {
     /// Token → the other node it is connected to, as announced on `ccs_presence`.
     private let presence = Locked<[String: String]>([:])
     private let live: LiveNotifier
+    /// Direct links to the other nodes (nil: not listening, everything goes through PostgreSQL).
+    private let links: NodeLinks?
     private let events = Locked<WeakEvents?>(nil)
     /// Made here, started by `start`, cancelled by `stop` (a dispatch source is safe from any thread).
     nonisolated(unsafe) private let timer: any DispatchSourceTimer
@@ -59,7 +61,10 @@ public final class PostgresCluster: ClusterCoordinator {
         weak var value: (any ClusterEvents)?
     }
 
+    /// `link`: where this node's link listener binds (port 0: a free one) and the host the other
+    /// nodes reach it at; nil: no links, offers and confirmations go through PostgreSQL.
     public init(store: PostgresStore, leaseMillis: Int64 = 10_000, renewEveryMillis: Int = 2_000,
+                link: (bind: String, port: Int, advertised: String)? = nil,
                 logger: Logger = Logger(label: "ccs-emulator.cluster")) throws {
         self.store = store
         self.logger = logger
@@ -68,17 +73,38 @@ public final class PostgresCluster: ClusterCoordinator {
         timer = DispatchSource.makeTimerSource(queue: queue)
         connection = BlockingConnection(url: store.url, eventLoop: store.group.next(), setup: [], logger: logger)
         live = LiveNotifier(store: store, logger: logger)
+        let connection = self.connection
+        let links = link.map { _ in
+            NodeLinks(logger: logger) { node in
+                try? connection.withSession { s in
+                    try s.rows("""
+                        SELECT link_host, link_port, link_secret FROM cluster_node
+                        WHERE id = $1 AND lease_until > ccs_now_ms() AND link_host IS NOT NULL
+                        """, binds(node)).first.map { row in
+                        let (host, port, secret) = try row.decode((String, Int64, String).self)
+                        return NodeLinks.Endpoint(host: host, port: Int(port), secret: secret)
+                    }
+                }
+            }
+        }
+        self.links = links
+        let port = try link.flatMap { l in try links?.listen(host: l.bind, port: l.port) }
         try connection.withSession { s in
             try s.execute("""
-                INSERT INTO cluster_node(id, started_at, lease_until) VALUES ($1, ccs_now_ms(), ccs_now_ms() + $2)
-                """, binds(store.nodeID, leaseMillis))
+                INSERT INTO cluster_node(id, started_at, lease_until, link_host, link_port, link_secret)
+                VALUES ($1, ccs_now_ms(), ccs_now_ms() + $2, $3, $4, $5)
+                """, binds(store.nodeID, leaseMillis, link?.advertised, port.map(Int64.init), links?.secret))
         }
     }
+
+    /// The port this node's link listens on (nil: no links).
+    public var linkPort: Int? { links?.port }
 
     var channel: String { Self.nodeChannelPrefix + nodeID }
 
     public func start(events: any ClusterEvents) {
         self.events.withLock { $0 = WeakEvents(value: events) }
+        links?.setReceiver(self)
         queue.sync { listen() }
         timer.schedule(deadline: .now() + renewEvery, repeating: renewEvery)
         timer.setEventHandler { [weak self] in self?.tick() }
@@ -121,6 +147,7 @@ public final class PostgresCluster: ClusterCoordinator {
             connection.close()
         }
         live.close()
+        links?.close()
     }
 
     // MARK: what the engine tells
@@ -223,13 +250,20 @@ public final class PostgresCluster: ClusterCoordinator {
     public func offerLive(_ message: QueuedMessage, to node: String) {
         let line = LiveNotifier.line(message)
         let header = LiveNotifier.Header.offer(from: nodeID)
-        // Too big for a notification: it goes the durable way (written, then announced by its token).
+        if links?.post(line, header: header, to: node) == true { return }
+        // No link up to that node (yet): through PostgreSQL. Too big for a notification: it goes the
+        // durable way (written, then announced by its token).
         guard LiveNotifier.fits(line, header: header) else { return }
         live.post(line, header: header, channel: Self.nodeChannelPrefix + node)
     }
 
     public func confirmLive(deviceMessageID: String, to node: String) {
+        if links?.post(deviceMessageID, header: .confirmation, to: node) == true { return }
         live.post(deviceMessageID, header: .confirmation, channel: Self.nodeChannelPrefix + node)
+    }
+
+    func linkReceived(_ payload: String) {
+        notified(channel: channel, payload: payload)
     }
 
     /// A presence announcement: "token node" (connected there) or "token -node" (gone from there);

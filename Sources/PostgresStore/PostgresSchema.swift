@@ -271,6 +271,13 @@ enum PostgresSchema {
         END
         $body$
         """),
+        // Where each node's link listens and the secret it expects (NodeLinks): the nodes' offers and
+        // confirmations go over those links instead of through PostgreSQL's notifications.
+        .script("""
+        ALTER TABLE cluster_node ADD COLUMN link_host TEXT;
+        ALTER TABLE cluster_node ADD COLUMN link_port BIGINT;
+        ALTER TABLE cluster_node ADD COLUMN link_secret TEXT;
+        """),
     ]
 
     /// A column of an exported table: its name and whether it holds text (compared byte-wise in an

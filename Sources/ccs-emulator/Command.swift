@@ -114,6 +114,10 @@ struct Serve: AsyncParsableCommand {
     var readyFile: String?
     @Option(help: ArgumentHelp("Keep the state in PostgreSQL instead of SQLite in --data-dir: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (docs/scaling.md).", valueName: "url"))
     var store: String?
+    @Option(help: "With --store: the port this node's link to the other nodes listens on (--bind address; 0 picks a free port).")
+    var clusterPort = 0
+    @Option(help: "With --store: the host the other nodes reach this node's link at (default: --bind, or this machine's host name when --bind is 0.0.0.0 or ::).")
+    var clusterHost: String?
     @Option(help: "full: every commit is fsynced; normal: commits survive a crash of the process, not of the machine.")
     var durability: Store.Durability = .full
     @Option(help: "Milliseconds a message handed to an online device (or an upstream message to an app server) waits for the device's (or the app server's) ACK before it is written; ACKed in time, it is never written. 0: written as soon as the store is free.")
@@ -169,6 +173,7 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--apns-payload-limit must be 256...65535 bytes (Apple: 2048, originally 256)")
         }
         if let threads, !(1...256).contains(threads) { throw ValidationError("--threads must be 1...256") }
+        if !(0...65535).contains(clusterPort) { throw ValidationError("--cluster-port must be 0...65535") }
         if !(0...1000).contains(liveWriteDelay) { throw ValidationError("--live-write-delay must be 0...1000") }
         // Upper bounds too: these become milliseconds or nanoseconds, and an Int64 overflow (or a NaN)
         // would trap the process at start.
@@ -206,6 +211,8 @@ struct Serve: AsyncParsableCommand {
         c.tlsKeyPath = tlsKey
         c.durability = durability
         c.storeURL = store
+        c.clusterPort = clusterPort
+        c.clusterHost = clusterHost
         c.liveWriteDelayMillis = liveWriteDelay
         if let threads { c.eventLoopThreads = threads }
         c.clock = clock

@@ -1,0 +1,280 @@
+import Dispatch
+import Locking
+import Logging
+import NIOCore
+import NIOPosix
+
+/// Direct TCP links between the nodes for what they tell each other before anything is written
+/// (docs/scaling.md, "confirmed before written"): offers and confirmations, in the payload format of
+/// `LiveNotifier`, as length-prefixed frames. Through PostgreSQL each batch cost a transaction, a
+/// notification queue entry and a wake-up of every listening backend (about 130 µs of PostgreSQL's CPU
+/// per message at 6,000/s); over a link it is a write on a socket.
+///
+/// Each node listens on one port and publishes its address and a secret of its own in its
+/// `cluster_node` row; a node that wants to tell another connects to that address and sends the
+/// secret first (whoever can read the database may connect). A link that is not up yet, or is
+/// lost, leaves its lines to the caller's fallback; nothing on a link must arrive (the write follows
+/// its delay), so nothing is resent.
+final class NodeLinks: Sendable {
+    /// How a node is reached: its address and the secret its listener expects.
+    struct Endpoint: Sendable, Equatable {
+        var host: String
+        var port: Int
+        var secret: String
+    }
+
+    static let hello = "ccs-emulator-link 1 "
+    /// Frames larger than this are refused (a frame holds what waited for one event-loop turn).
+    static let maxFrameBytes = 16 << 20
+
+    let secret: String
+    private let group: MultiThreadedEventLoopGroup
+    private let logger: Logger
+    private let server = Locked<(any Channel)?>(nil)
+    private let links = Locked<[String: Link]>([:])
+    /// Finds another node's endpoint (a read of the database, off the event loops); nil: not live.
+    private let resolve: @Sendable (String) -> Endpoint?
+    private let resolving = DispatchQueue(label: "ccs-emulator.cluster.links")
+    private let receiver = Locked(WeakReceiver())
+    private let listening = Locked<Int?>(nil)
+
+    private struct WeakReceiver {
+        weak var value: (any NodeLinkReceiver)?
+    }
+
+    /// Who takes each frame that arrives (on the link's event loop); frames before it is set are dropped.
+    func setReceiver(_ receiver: any NodeLinkReceiver) {
+        self.receiver.withLock { $0.value = receiver }
+    }
+
+    /// The port the listener is bound to.
+    var port: Int? { listening.withLock { $0 } }
+
+    init(logger: Logger, resolve: @escaping @Sendable (String) -> Endpoint?) {
+        var bytes = SystemRandomNumberGenerator()
+        secret = (0..<4).map { _ in String(bytes.next() as UInt64, radix: 16) }.joined()
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        self.logger = logger
+        self.resolve = resolve
+    }
+
+    /// Listens on `host:port` (0: a free port); returns the port.
+    func listen(host: String, port: Int) throws -> Int {
+        let secret = self.secret
+        let received: @Sendable (String) -> Void = { [weak self] text in self?.receiver.withLock { $0.value }?.linkReceived(text) }
+        let logger = self.logger
+        let channel = try ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LinkFrameDecoder()))
+                    try channel.pipeline.syncOperations.addHandler(
+                        IncomingLinkHandler(secret: secret, received: received, logger: logger))
+                }
+            }
+            .bind(host: host, port: port).wait()
+        server.withLock { $0 = channel }
+        let bound = channel.localAddress?.port ?? port
+        listening.withLock { $0 = bound }
+        return bound
+    }
+
+    func close() {
+        let (listening, open) = (server.withLock { s -> (any Channel)? in defer { s = nil }; return s },
+                                 links.withLock { l -> [Link] in defer { l = [:] }; return Array(l.values) })
+        _ = try? listening?.close().wait()
+        for link in open { link.close() }
+        try? group.syncShutdownGracefully()
+    }
+
+    /// Sends `line` to `node` with whatever else waits for it; false if there is no link up to it
+    /// (one is being made: the caller sends this line its other way).
+    func post(_ line: String, header: LiveNotifier.Header, to node: String) -> Bool {
+        let link = links.withLock { l -> Link? in
+            if let existing = l[node] { return existing }
+            let made = Link(node: node, eventLoop: group.next(), logger: logger)
+            l[node] = made
+            return made
+        }
+        guard let link else { return false }
+        switch link.post(line, header: header) {
+        case .sent: return true
+        case .connectFirst:
+            resolving.async { [self] in connect(link) }
+            return false
+        case .down: return false
+        }
+    }
+
+    private func connect(_ link: Link) {
+        guard let endpoint = resolve(link.node) else {
+            link.failed()
+            return
+        }
+        let hello = Self.hello + endpoint.secret
+        let forget: @Sendable () -> Void = { [weak self] in
+            _ = self?.links.withLock { l in if l[link.node] === link { l[link.node] = nil } }
+        }
+        ClientBootstrap(group: link.eventLoop)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connectTimeout(.seconds(2))
+            .connect(host: endpoint.host, port: endpoint.port)
+            .whenComplete { result in
+                switch result {
+                case .success(let channel):
+                    channel.closeFuture.whenComplete { _ in forget() }
+                    link.connected(channel, hello: hello)
+                case .failure(let error):
+                    self.logger.warning("linking to another node failed; its messages go through PostgreSQL",
+                                        metadata: ["node": "\(link.node)", "error": "\(error)"])
+                    link.failed()
+                    // Tried again after a while (a node that restarts publishes a new address).
+                    link.eventLoop.scheduleTask(in: .seconds(2)) { forget() }
+                }
+            }
+    }
+
+    /// One outgoing link: lines wait here until the link's event loop writes them, all at once.
+    final class Link: Sendable {
+        enum Posted { case sent, connectFirst, down }
+        private enum Phase { case new, connecting, up(any Channel), down }
+
+        let node: String
+        let eventLoop: any EventLoop
+        private let logger: Logger
+        private let state = Locked<(phase: Phase, waiting: [(LiveNotifier.Header, String)], scheduled: Bool)>((.new, [], false))
+
+        init(node: String, eventLoop: any EventLoop, logger: Logger) {
+            self.node = node
+            self.eventLoop = eventLoop
+            self.logger = logger
+        }
+
+        func post(_ line: String, header: LiveNotifier.Header) -> Posted {
+            let (posted, schedule) = state.withLock { s -> (Posted, Bool) in
+                switch s.phase {
+                case .new:
+                    s.phase = .connecting
+                    return (.connectFirst, false)
+                case .connecting, .down:
+                    return (.down, false)
+                case .up:
+                    s.waiting.append((header, line))
+                    if s.scheduled { return (.sent, false) }
+                    s.scheduled = true
+                    return (.sent, true)
+                }
+            }
+            if schedule { eventLoop.execute { self.flush() } }
+            return posted
+        }
+
+        func connected(_ channel: any Channel, hello: String) {
+            channel.writeAndFlush(LinkFrameDecoder.frame(hello, allocator: channel.allocator), promise: nil)
+            state.withLock { $0.phase = .up(channel) }
+        }
+
+        func failed() { state.withLock { $0.phase = .down } }
+
+        func close() {
+            let channel = state.withLock { s -> (any Channel)? in
+                defer { s.phase = .down }
+                if case .up(let c) = s.phase { return c }
+                return nil
+            }
+            _ = try? channel?.close().wait()
+        }
+
+        /// On the event loop: everything posted since the last turn, as one frame per header.
+        private func flush() {
+            let (lines, channel) = state.withLock { s -> ([(LiveNotifier.Header, String)], (any Channel)?) in
+                defer { s.waiting = []; s.scheduled = false }
+                if case .up(let c) = s.phase { return (s.waiting, c) }
+                return ([], nil)
+            }
+            guard let channel, !lines.isEmpty else { return }
+            var frames: [LiveNotifier.Header: String] = [:]
+            var order: [LiveNotifier.Header] = []
+            for (header, line) in lines {
+                if frames[header] == nil {
+                    order.append(header)
+                    frames[header] = header.text
+                }
+                frames[header]! += "\n"
+                frames[header]! += line
+            }
+            for header in order {
+                channel.write(LinkFrameDecoder.frame(frames[header]!, allocator: channel.allocator), promise: nil)
+            }
+            channel.flush()
+        }
+    }
+}
+
+/// Takes the payloads other nodes send over their links.
+protocol NodeLinkReceiver: AnyObject, Sendable {
+    func linkReceived(_ payload: String)
+}
+
+/// A link's frames: a 4-byte big-endian length, then that many bytes of UTF-8 text. A length over
+/// `NodeLinks.maxFrameBytes` closes the link before anything is buffered for it.
+struct LinkFrameDecoder: ByteToMessageDecoder {
+    typealias InboundOut = ByteBuffer
+
+    struct FrameTooLarge: Error {}
+
+    static func frame(_ text: String, allocator: ByteBufferAllocator) -> ByteBuffer {
+        var buffer = allocator.buffer(capacity: 4 + text.utf8.count)
+        buffer.writeInteger(UInt32(text.utf8.count))
+        buffer.writeString(text)
+        return buffer
+    }
+
+    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else { return .needMoreData }
+        guard length <= NodeLinks.maxFrameBytes else { throw FrameTooLarge() }
+        guard buffer.readableBytes >= 4 + Int(length) else { return .needMoreData }
+        buffer.moveReaderIndex(forwardBy: 4)
+        context.fireChannelRead(wrapInboundOut(buffer.readSlice(length: Int(length))!))
+        return .continue
+    }
+}
+
+/// A link another node opened to this one: its first frame is the hello with this node's secret;
+/// then each frame is a payload (`LiveNotifier.Header`).
+private final class IncomingLinkHandler: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+
+    private let secret: String
+    private let received: @Sendable (String) -> Void
+    private let logger: Logger
+    private let greeted = Locked(false)
+
+    init(secret: String, received: @escaping @Sendable (String) -> Void, logger: Logger) {
+        self.secret = secret
+        self.received = received
+        self.logger = logger
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var frame = unwrapInboundIn(data)
+        guard frame.readableBytes <= NodeLinks.maxFrameBytes, let text = frame.readString(length: frame.readableBytes) else {
+            context.close(promise: nil)
+            return
+        }
+        if greeted.withLock({ $0 }) {
+            received(text)
+        } else if text == NodeLinks.hello + secret {
+            greeted.withLock { $0 = true }
+        } else {
+            logger.warning("a link without this node's secret was closed", metadata: ["peer": "\(context.remoteAddress.map { "\($0)" } ?? "-")"])
+            context.close(promise: nil)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}
