@@ -200,6 +200,7 @@ let package = Package(
         .testTarget(name: "ConformanceRunnerTests", dependencies: ["ConformanceRunner", "AppServerAudit", "PushDomain"]),
         .testTarget(name: "CCSStoreTests", dependencies: [
             "Locking", "CCSStore", "PostgresStore", "PushDomain", .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
         ]),
         .testTarget(name: "CCSEngineTests", dependencies: ["Locking", "CCSEngine", "CCSStore", "CCSProtocol"]),
         .testTarget(name: "LoadGeneratorTests", dependencies: [

@@ -81,12 +81,13 @@ final class NodeLinks: Sendable {
         return bound
     }
 
+    /// Closes the listener and every link, and stops the links' thread, without waiting for either.
     func close() {
         let (listening, open) = (server.withLock { s -> (any Channel)? in defer { s = nil }; return s },
                                  links.withLock { l -> [Link] in defer { l = [:] }; return Array(l.values) })
-        _ = try? listening?.close().wait()
+        listening?.close(promise: nil)
         for link in open { link.close() }
-        try? group.syncShutdownGracefully()
+        group.shutdownGracefully { _ in }
     }
 
     /// Sends `line` to `node` with whatever else waits for it; false if there is no link up to it
@@ -184,7 +185,7 @@ final class NodeLinks: Sendable {
                 if case .up(let c) = s.phase { return c }
                 return nil
             }
-            _ = try? channel?.close().wait()
+            channel?.close(promise: nil)
         }
 
         /// On the event loop: everything posted since the last turn, as one frame per header.

@@ -40,8 +40,8 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
     /// waits behind the lease renewal, a claim or a sweep (each a round trip to PostgreSQL).
     private let announcements = DispatchQueue(label: "ccs-emulator.cluster.announcements")
     private let listener = Locked<PostgresConnection?>(nil)
-    /// Devices connected here whose presence is not recorded yet, and whether a round is under way.
-    private let arrivals = Locked<(waiting: [(String, @Sendable () -> Void)], recording: Bool)>(([], false))
+    /// Devices connected or gone here whose presence is not recorded yet, and whether a round is under way.
+    private let presenceChanges = Locked<(waiting: [PresenceChange], recording: Bool)>(([], false))
     /// Token → the other node it is connected to, as announced on `ccs_presence`.
     private let presence = Locked<[String: String]>([:])
     private let live: LiveNotifier
@@ -153,66 +153,75 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
     // MARK: what the engine tells
 
     public func deviceOnline(token: String, then: @escaping @Sendable () -> Void) {
-        let start = arrivals.withLock { a -> Bool in
-            a.waiting.append((token, then))
-            if a.recording { return false }
-            a.recording = true
-            return true
-        }
-        if start { queue.async { [self] in recordArrivals() } }
+        record(.online(token: token, then: then))
     }
 
-    /// Records the presence of every device that connected since the last round, each in a transaction
-    /// of its own sent back to back (one round trip for all: a reconnecting crowd is not recorded one
-    /// round trip at a time while its messages wait), then lets each read its backlog.
-    private func recordArrivals() {
+    public func deviceOffline(token: String) {
+        record(.offline(token: token))
+    }
+
+    /// A device's connection here, opened or closed, waiting to be recorded.
+    private enum PresenceChange {
+        case online(token: String, then: @Sendable () -> Void)
+        case offline(token: String)
+    }
+
+    private func record(_ change: PresenceChange) {
+        let start = presenceChanges.withLock { p -> Bool in
+            p.waiting.append(change)
+            if p.recording { return false }
+            p.recording = true
+            return true
+        }
+        if start { queue.async { [self] in recordPresence() } }
+    }
+
+    /// Records every connection opened or closed here since the last round, in their order, each in a
+    /// transaction of its own sent back to back: one round trip for all, so that a crowd connecting
+    /// (or the crowd before it leaving) does not hold the next devices' presence, and so their
+    /// messages, a round trip per device. Then each new device reads its backlog.
+    private func recordPresence() {
         while true {
-            let batch = arrivals.withLock { a -> [(String, @Sendable () -> Void)] in
-                let taken = a.waiting
-                a.waiting = []
-                if taken.isEmpty { a.recording = false }
+            let batch = presenceChanges.withLock { p -> [PresenceChange] in
+                let taken = p.waiting
+                p.waiting = []
+                if taken.isEmpty { p.recording = false }
                 return taken
             }
             if batch.isEmpty { return }
             do {
                 try connection.withSession { s in
-                    for (token, _) in batch {
-                        s.send("BEGIN")
-                        // Presence is rebuilt by the devices' reconnections if PostgreSQL loses it; what
-                        // matters is its order against enqueues (the lock), which a commit not waited
-                        // for on disk keeps.
-                        s.send("SET LOCAL synchronous_commit = off")
-                        // The device's lock orders this against every enqueue for the device.
-                        s.send("SELECT ccs_lock_device(device_key) FROM device WHERE token = $1", binds(token))
-                        s.send("""
-                            INSERT INTO device_presence(token, node, since) VALUES ($1, $2, ccs_now_ms())
-                            ON CONFLICT(token) DO UPDATE SET node = EXCLUDED.node, since = EXCLUDED.since
-                            """, binds(token, nodeID))
-                        s.send("SELECT pg_notify('\(Self.presenceChannel)', $1)", binds(token + " " + nodeID))
-                        s.send("COMMIT")
+                    for change in batch {
+                        switch change {
+                        case .online(let token, _):
+                            s.send("BEGIN")
+                            // Presence is rebuilt by the devices' reconnections if PostgreSQL loses it;
+                            // what matters is its order against enqueues (the lock), which a commit not
+                            // waited for on disk keeps.
+                            s.send("SET LOCAL synchronous_commit = off")
+                            // The device's lock orders this against every enqueue for the device.
+                            s.send("SELECT ccs_lock_device(device_key) FROM device WHERE token = $1", binds(token))
+                            s.send("""
+                                INSERT INTO device_presence(token, node, since) VALUES ($1, $2, ccs_now_ms())
+                                ON CONFLICT(token) DO UPDATE SET node = EXCLUDED.node, since = EXCLUDED.since
+                                """, binds(token, nodeID))
+                            s.send("SELECT pg_notify('\(Self.presenceChannel)', $1)", binds(token + " " + nodeID))
+                            s.send("COMMIT")
+                        case .offline(let token):
+                            // Announced only if it was still here: it may have connected to another node
+                            // since. One statement: a transaction of its own.
+                            s.send("""
+                                WITH gone AS (DELETE FROM device_presence WHERE token = $1 AND node = $2 RETURNING token)
+                                SELECT pg_notify('\(Self.presenceChannel)', token || ' -' || $2) FROM gone
+                                """, binds(token, nodeID))
+                        }
                     }
                 }
             } catch {
                 // Messages from other nodes then wait for the sweep (a failed one rolled back alone).
-                logger.warning("recording a device's presence failed", metadata: ["error": "\(error)"])
+                logger.warning("recording devices' presence failed", metadata: ["error": "\(error)"])
             }
-            for (_, then) in batch { then() }
-        }
-    }
-
-    public func deviceOffline(token: String) {
-        queue.async { [self] in
-            do {
-                try connection.withSession { s in
-                    // Announced only if it was still here: it may have connected to another node since.
-                    _ = try s.rows("""
-                        WITH gone AS (DELETE FROM device_presence WHERE token = $1 AND node = $2 RETURNING token)
-                        SELECT pg_notify('\(Self.presenceChannel)', token || ' -' || $2) FROM gone
-                        """, binds(token, nodeID))
-                }
-            } catch {
-                logger.warning("removing a device's presence failed", metadata: ["error": "\(error)"])
-            }
+            for case .online(_, let then) in batch { then() }
         }
     }
 

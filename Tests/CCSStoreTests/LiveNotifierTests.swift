@@ -1,4 +1,7 @@
 import CCSStore
+import Locking
+import NIOCore
+import NIOPosix
 @testable import PostgresStore
 import Testing
 
@@ -42,5 +45,64 @@ import Testing
         plain.collapseKey = nil
         plain.platformBlocks = nil
         #expect(PostgresCluster.message(fromAnnouncement: LiveNotifier.line(plain)) == plain)
+    }
+}
+
+/// The direct links between nodes, over loopback: frames arrive whole and in order, and a link that
+/// does not know the listener's secret is closed before anything it sends is taken.
+@Suite struct NodeLinksTests {
+    final class Inbox: NodeLinkReceiver {
+        let payloads = Locked<[String]>([])
+        func linkReceived(_ payload: String) { payloads.withLock { $0.append(payload) } }
+    }
+
+    func waitUntil(_ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now.advanced(by: .seconds(10))
+        while !condition() {
+            guard ContinuousClock.now < deadline else { throw CancellationError() }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    @Test func linesPostedToANodeArriveAsFramesOnceItsLinkIsUp() async throws {
+        let inbox = Inbox()
+        let endpoint = Locked<NodeLinks.Endpoint?>(nil)
+        let b = NodeLinks(logger: .init(label: "b")) { _ in nil }
+        let a = NodeLinks(logger: .init(label: "a")) { node in node == "b" ? endpoint.withLock { $0 } : nil }
+        defer { a.close(); b.close() }
+        b.setReceiver(inbox)
+        let port = try b.listen(host: "127.0.0.1", port: 0)
+        endpoint.withLock { $0 = .init(host: "127.0.0.1", port: port, secret: b.secret) }
+        // The first line starts the link and goes the caller's other way; posting goes on until one is taken.
+        #expect(!a.post("first", header: .confirmation, to: "b"))
+        #expect(!a.post("x", header: .confirmation, to: "nobody"))
+        try await waitUntil { a.post("probe", header: .confirmation, to: "b") }
+        #expect(a.post(#"{"token":"t"}"#, header: .offer(from: "a"), to: "b"))
+        #expect(a.post("id-1", header: .confirmation, to: "b"))
+        try await waitUntil { inbox.payloads.withLock { $0.contains { $0.hasPrefix("\nL a") } } }
+        let read = inbox.payloads.withLock { $0 }.compactMap(LiveNotifier.Header.parse)
+        #expect(read.contains { $0.0 == .offer(from: "a") && $0.1 == [#"{"token":"t"}"#] })
+        #expect(read.filter { $0.0 == .confirmation }.flatMap(\.1).last == "id-1")
+    }
+
+    @Test(arguments: [false, true])
+    func aLinkWithoutTheSecretOrWithAnOversizedFrameIsClosedAndNothingItSentIsTaken(oversized: Bool) async throws {
+        let inbox = Inbox()
+        let b = NodeLinks(logger: .init(label: "b")) { _ in nil }
+        defer { b.close() }
+        b.setReceiver(inbox)
+        let port = try b.listen(host: "127.0.0.1", port: 0)
+        let group = MultiThreadedEventLoopGroup.singleton
+        let channel = try await ClientBootstrap(group: group).connect(host: "127.0.0.1", port: port).get()
+        var bytes = ByteBuffer()
+        if oversized {
+            bytes.writeInteger(UInt32.max)  // announced, never sent: nothing is buffered for it
+        } else {
+            bytes.writeImmutableBuffer(LinkFrameDecoder.frame(NodeLinks.hello + "not-the-secret", allocator: channel.allocator))
+            bytes.writeImmutableBuffer(LinkFrameDecoder.frame("\nC\nid-1", allocator: channel.allocator))
+        }
+        try await channel.writeAndFlush(bytes)
+        try await channel.closeFuture.get()  // B closed it
+        #expect(inbox.payloads.withLock { $0 }.isEmpty)
     }
 }
