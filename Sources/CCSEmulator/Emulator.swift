@@ -194,14 +194,7 @@ public final class Emulator: Sendable {
                 }
                 store = postgres
                 // Every node on the database is one service (docs/scaling.md); alone, a cluster of one.
-                let wildcard = ["0.0.0.0", "::", "[::]"].contains(config.bindHost)
-                let advertised = config.clusterHost ?? (wildcard ? ProcessInfo.processInfo.hostName : config.bindHost)
-                do {
-                    cluster = try PostgresCluster(store: postgres, link: (config.bindHost, config.clusterPort, advertised),
-                                                  logger: logger)
-                } catch let error as IOError {
-                    throw ConfigurationError("--cluster-port \(config.clusterPort) on \(config.bindHost): \(error)")
-                }
+                cluster = try PostgresCluster(store: postgres, logger: logger)
                 logger.notice("state in \(postgresURL), node \(postgres.nodeID)")
             } catch let error as ConfigurationError {
                 throw error
@@ -279,6 +272,15 @@ public final class Emulator: Sendable {
         var channels: [any Channel] = []
         let mailboxes = LoopMailboxes(group: group)
         do {
+            if let cluster {
+                let wildcard = ["0.0.0.0", "::", "[::]"].contains(config.bindHost)
+                let advertised = config.clusterHost ?? (wildcard ? ProcessInfo.processInfo.hostName : config.bindHost)
+                do {
+                    _ = try cluster.openLinks(group: group, bind: config.bindHost, port: config.clusterPort, advertised: advertised)
+                } catch {
+                    throw ListenerError(error, option: "--cluster-port", port: config.clusterPort, host: config.bindHost)
+                }
+            }
             let ccs: any Channel, device: any Channel
             do {
                 ccs = try await XMPPListener.bind(group: group, host: config.bindHost, port: config.ccsPort, tls: tls,

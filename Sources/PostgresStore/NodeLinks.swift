@@ -28,7 +28,9 @@ final class NodeLinks: Sendable {
     static let maxFrameBytes = 16 << 20
 
     let secret: String
-    private let group: MultiThreadedEventLoopGroup
+    /// The node's own event loops: a link is read and written where its connections' are, so an offer
+    /// reaches a device, and a confirmation leaves, without a hop to another thread.
+    private let group: any EventLoopGroup
     private let logger: Logger
     private let server = Locked<(any Channel)?>(nil)
     private let links = Locked<[String: Link]>([:])
@@ -50,10 +52,10 @@ final class NodeLinks: Sendable {
     /// The port the listener is bound to.
     var port: Int? { listening.withLock { $0 } }
 
-    init(logger: Logger, resolve: @escaping @Sendable (String) -> Endpoint?) {
+    init(group: any EventLoopGroup, logger: Logger, resolve: @escaping @Sendable (String) -> Endpoint?) {
         var bytes = SystemRandomNumberGenerator()
         secret = (0..<4).map { _ in String(bytes.next() as UInt64, radix: 16) }.joined()
-        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        self.group = group
         self.logger = logger
         self.resolve = resolve
     }
@@ -81,13 +83,12 @@ final class NodeLinks: Sendable {
         return bound
     }
 
-    /// Closes the listener and every link, and stops the links' thread, without waiting for either.
+    /// Closes the listener and every link, without waiting.
     func close() {
         let (listening, open) = (server.withLock { s -> (any Channel)? in defer { s = nil }; return s },
                                  links.withLock { l -> [Link] in defer { l = [:] }; return Array(l.values) })
         listening?.close(promise: nil)
         for link in open { link.close() }
-        group.shutdownGracefully { _ in }
     }
 
     /// Sends `line` to `node` with whatever else waits for it; false if there is no link up to it

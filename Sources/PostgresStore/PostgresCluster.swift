@@ -45,8 +45,9 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
     /// Token → the other node it is connected to, as announced on `ccs_presence`.
     private let presence = Locked<[String: String]>([:])
     private let live: LiveNotifier
-    /// Direct links to the other nodes (nil: not listening, everything goes through PostgreSQL).
-    private let links: NodeLinks?
+    /// Direct links to the other nodes (nil: not open yet, everything goes through PostgreSQL).
+    private let linked = Locked<NodeLinks?>(nil)
+    private var links: NodeLinks? { linked.withLock { $0 } }
     private let events = Locked<WeakEvents?>(nil)
     /// Made here, started by `start`, cancelled by `stop` (a dispatch source is safe from any thread).
     nonisolated(unsafe) private let timer: any DispatchSourceTimer
@@ -61,10 +62,7 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
         weak var value: (any ClusterEvents)?
     }
 
-    /// `link`: where this node's link listener binds (port 0: a free one) and the host the other
-    /// nodes reach it at; nil: no links, offers and confirmations go through PostgreSQL.
     public init(store: PostgresStore, leaseMillis: Int64 = 10_000, renewEveryMillis: Int = 2_000,
-                link: (bind: String, port: Int, advertised: String)? = nil,
                 logger: Logger = Logger(label: "ccs-emulator.cluster")) throws {
         self.store = store
         self.logger = logger
@@ -73,28 +71,43 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
         timer = DispatchSource.makeTimerSource(queue: queue)
         connection = BlockingConnection(url: store.url, eventLoop: store.group.next(), setup: [], logger: logger)
         live = LiveNotifier(store: store, logger: logger)
+        try connection.withSession { s in
+            try s.execute("""
+                INSERT INTO cluster_node(id, started_at, lease_until) VALUES ($1, ccs_now_ms(), ccs_now_ms() + $2)
+                """, binds(store.nodeID, leaseMillis))
+        }
+    }
+
+    /// Opens this node's links to the others (docs/scaling.md): listens on `bind:port` (0: a free
+    /// port) on `group`, the node's own event loops, and publishes `advertised`, the port and the
+    /// links' secret. Until then, and for a node that does not publish one, offers and confirmations
+    /// go through PostgreSQL. Returns the port.
+    public func openLinks(group: any EventLoopGroup, bind: String, port: Int, advertised: String) throws -> Int {
         let connection = self.connection
-        let links = link.map { _ in
-            NodeLinks(logger: logger) { node in
-                try? connection.withSession { s in
-                    try s.rows("""
-                        SELECT link_host, link_port, link_secret FROM cluster_node
-                        WHERE id = $1 AND lease_until > ccs_now_ms() AND link_host IS NOT NULL
-                        """, binds(node)).first.map { row in
-                        let (host, port, secret) = try row.decode((String, Int64, String).self)
-                        return NodeLinks.Endpoint(host: host, port: Int(port), secret: secret)
-                    }
+        let links = NodeLinks(group: group, logger: logger) { node in
+            try? connection.withSession { s in
+                try s.rows("""
+                    SELECT link_host, link_port, link_secret FROM cluster_node
+                    WHERE id = $1 AND lease_until > ccs_now_ms() AND link_host IS NOT NULL
+                    """, binds(node)).first.map { row in
+                    let (host, port, secret) = try row.decode((String, Int64, String).self)
+                    return NodeLinks.Endpoint(host: host, port: Int(port), secret: secret)
                 }
             }
         }
-        self.links = links
-        let port = try link.flatMap { l in try links?.listen(host: l.bind, port: l.port) }
-        try connection.withSession { s in
-            try s.execute("""
-                INSERT INTO cluster_node(id, started_at, lease_until, link_host, link_port, link_secret)
-                VALUES ($1, ccs_now_ms(), ccs_now_ms() + $2, $3, $4, $5)
-                """, binds(store.nodeID, leaseMillis, link?.advertised, port.map(Int64.init), links?.secret))
+        links.setReceiver(self)
+        let bound = try links.listen(host: bind, port: port)
+        do {
+            try connection.withSession { s in
+                try s.execute("UPDATE cluster_node SET link_host = $2, link_port = $3, link_secret = $4 WHERE id = $1",
+                              binds(nodeID, advertised, Int64(bound), links.secret))
+            }
+        } catch {
+            links.close()
+            throw error
         }
+        linked.withLock { $0 = links }
+        return bound
     }
 
     /// The port this node's link listens on (nil: no links).
@@ -104,7 +117,6 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
 
     public func start(events: any ClusterEvents) {
         self.events.withLock { $0 = WeakEvents(value: events) }
-        links?.setReceiver(self)
         queue.sync { listen() }
         timer.schedule(deadline: .now() + renewEvery, repeating: renewEvery)
         timer.setEventHandler { [weak self] in self?.tick() }

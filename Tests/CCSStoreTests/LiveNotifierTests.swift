@@ -67,8 +67,8 @@ import Testing
     @Test func linesPostedToANodeArriveAsFramesOnceItsLinkIsUp() async throws {
         let inbox = Inbox()
         let endpoint = Locked<NodeLinks.Endpoint?>(nil)
-        let b = NodeLinks(logger: .init(label: "b")) { _ in nil }
-        let a = NodeLinks(logger: .init(label: "a")) { node in node == "b" ? endpoint.withLock { $0 } : nil }
+        let b = NodeLinks(group: MultiThreadedEventLoopGroup.singleton, logger: .init(label: "b")) { _ in nil }
+        let a = NodeLinks(group: MultiThreadedEventLoopGroup.singleton, logger: .init(label: "a")) { node in node == "b" ? endpoint.withLock { $0 } : nil }
         defer { a.close(); b.close() }
         b.setReceiver(inbox)
         let port = try b.listen(host: "127.0.0.1", port: 0)
@@ -88,7 +88,7 @@ import Testing
     @Test(arguments: [false, true])
     func aLinkWithoutTheSecretOrWithAnOversizedFrameIsClosedAndNothingItSentIsTaken(oversized: Bool) async throws {
         let inbox = Inbox()
-        let b = NodeLinks(logger: .init(label: "b")) { _ in nil }
+        let b = NodeLinks(group: MultiThreadedEventLoopGroup.singleton, logger: .init(label: "b")) { _ in nil }
         defer { b.close() }
         b.setReceiver(inbox)
         let port = try b.listen(host: "127.0.0.1", port: 0)
