@@ -39,10 +39,27 @@ extension Engine: ClusterEvents {
 
     /// The devices of another node confirmed messages offered from here: their writes are called off
     /// where the writer has not taken them yet, and their senders answered. A write already taken
-    /// answers on its commit, which is announced to the device's node; that node removes it.
+    /// answers on its commit, and is removed after it: here, and also by the device's node, to which
+    /// the commit is announced (whichever comes first; a second removal finds nothing).
     public func clusterLiveConfirmed(deviceMessageIDs: [String]) {
-        let confirmed = state.withLock { s in deviceMessageIDs.compactMap { s.offered.removeValue(forKey: $0) } }
-        for o in confirmed where o.early.ticket.cancel() {
+        var settled: [Offered] = []
+        var removals: [StoreOp] = []
+        state.withLock { s in
+            for id in deviceMessageIDs {
+                if let o = s.offered[id] {
+                    if o.early.ticket.cancel() {
+                        s.offered[id] = nil
+                        settled.append(o)
+                    } else {
+                        s.offered[id]?.confirmed = true  // its commit's completion removes it
+                    }
+                } else if let token = s.writtenOffers.take(id) {
+                    removals.append(.removeMessage(token: token, deviceMessageID: id))
+                }
+            }
+        }
+        if !removals.isEmpty { committer.submit(removals) }
+        for o in settled {
             o.early.settle(.accepted(token: o.message.token, deviceMessageID: o.message.deviceMessageID))
         }
     }

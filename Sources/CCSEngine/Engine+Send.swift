@@ -185,7 +185,14 @@ extension Engine {
             s.offered[id] = Offered(message: queued, early: early)
             if let key = queued.collapseKey { committer.submit(.collapse(token: queued.token, collapseKey: key)) }
             committer.submit([.enqueue(queued, limits: limits)], ticket: early.ticket) { [self] error in
-                state.withLock { _ = $0.offered.removeValue(forKey: id) }
+                // Written: a confirmation that came meanwhile, or comes later, removes it (the device
+                // has it), after this commit in the writer's order.
+                let confirmed = state.withLock { s -> Bool in
+                    guard let o = s.offered.removeValue(forKey: id) else { return false }
+                    if !o.confirmed && error == nil { s.writtenOffers.insert(id, token: queued.token) }
+                    return o.confirmed
+                }
+                if confirmed && error == nil { committer.submit(.removeMessage(token: queued.token, deviceMessageID: id)) }
                 if error == nil { journal(.stored, queued) }
                 completion(outcome(storing: queued, error: error))
             }

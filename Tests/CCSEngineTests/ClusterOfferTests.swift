@@ -51,19 +51,35 @@ import Testing
         #expect(try n.a.engine.queuedMessages(token: n.token).isEmpty)
     }
 
-    @Test func aWriteTakenBeforeTheConfirmationIsRemovedByTheDevicesNodeWhenItsCommitIsAnnounced() async throws {
+    @Test func aWriteTakenBeforeTheConfirmationIsRemovedByTheOfferingNodeWhenTheConfirmationComes() async throws {
         let n = try await nodes(delay: .zero)
         n.toB.holdOffers.store(true, ordering: .relaxed)
         // The write goes first: the sender is answered on its commit, as for any stored message.
         #expect(await n.a.send(data("m1", to: n.token)) == .ack(from: n.token))
         let stored = try n.a.queue(n.token)
         #expect(stored.map(\.appMessageID) == ["m1"])
-        // Then the offer arrives, the device confirms it, and the confirmation finds nothing to call off.
+        // Then the offer arrives and the device confirms it: nothing is left to call off, so A removes it.
         n.toB.releaseHeldOffers()
         #expect(n.device.ids == [stored[0].deviceMessageID])
         n.b.engine.deviceAcknowledged(token: n.token, deviceMessageID: stored[0].deviceMessageID)
         #expect(n.toA.confirmations.withLock { $0 } == [stored[0].deviceMessageID])
+        await n.a.settle()
+        #expect(try n.a.queue(n.token).isEmpty)
+        // The commit's announcement reaching B afterwards hands nothing over again.
+        n.b.engine.clusterMessageCommitted(stored[0])
         await n.b.settle()
+        #expect(n.device.ids.count == 1)
+    }
+
+    @Test func aWrittenOfferWhoseConfirmationIsLostIsRemovedByTheDevicesNodeWhenItsCommitIsAnnounced() async throws {
+        let n = try await nodes(delay: .zero)
+        n.toB.holdOffers.store(true, ordering: .relaxed)
+        n.toA.deliverConfirmations.store(false, ordering: .relaxed)
+        #expect(await n.a.send(data("m1", to: n.token)) == .ack(from: n.token))
+        let stored = try n.a.queue(n.token)
+        n.toB.releaseHeldOffers()
+        n.b.engine.deviceAcknowledged(token: n.token, deviceMessageID: stored[0].deviceMessageID)
+        await n.a.settle()
         #expect(try n.a.queue(n.token).count == 1)
         // The commit's announcement reaches B last: the device has the message, so B removes it.
         n.b.engine.clusterMessageCommitted(stored[0])

@@ -144,6 +144,8 @@ final class FakeCluster: ClusterCoordinator {
     let holdOffers = Atomic<Bool>(false)
     let heldOffers = Locked<[QueuedMessage]>([])
     let confirmations = Locked<[String]>([])
+    /// False: confirmations are recorded but lost on the way (the link and NOTIFY both failed).
+    let deliverConfirmations = Atomic<Bool>(true)
 
     init(nodeID: String, partnerNode: String) {
         self.nodeID = nodeID
@@ -174,6 +176,7 @@ final class FakeCluster: ClusterCoordinator {
 
     func confirmLive(deviceMessageID: String, to node: String) {
         confirmations.withLock { $0.append(deviceMessageID) }
+        guard deliverConfirmations.load(ordering: .relaxed) else { return }
         partner.withLock { $0 }?.clusterLiveConfirmed(deviceMessageIDs: [deviceMessageID])
     }
 }

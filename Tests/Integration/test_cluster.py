@@ -86,6 +86,29 @@ def test_downstream_on_a_reaches_a_device_on_b_with_its_receipt(cluster, devices
     server.ack(token, "dr2:x-1")
 
 
+def test_a_message_for_a_device_on_b_is_offered_over_the_nodes_link_before_it_is_written(cluster, devices, app_servers):
+    a, b = cluster("a"), cluster("b")
+    assert a.ready["cluster_port"] > 0 and b.ready["cluster_port"] > 0
+    sender, key = new_sender_id(), new_key()
+    dev = devices(b, APP, [sender])
+    token = dev.expect("registered", timeout=30)["token"]
+    dev.expect("connected", timeout=30)
+    server = app_servers(a, sender, key)
+    for i in range(20):
+        assert server.downstream(token, f"live-{i}")["message_type"] == "ack"
+    got = [m["data"]["m"] for m in dev.messages(until=lambda ms: len(ms) >= 20)]
+    assert sorted(got) == sorted(f"live-{i}" for i in range(20)), got
+
+    def ticketed() -> int:
+        store = http_json("GET", f"{a.http_base}/emulator/v1/info")[1]["store"]
+        return store["live_writes_called_off"] + store["live_writes_committed"]
+    # A's writes of them were ticketed (offered first): each is called off by the device's confirmation,
+    # or committed when it came late. Either is counted once the writer reaches it.
+    wait_until(lambda: ticketed() >= 20, 20, "A's writes of the offered messages")
+    # Nothing stays queued: what was written anyway is removed by B once the device confirmed it.
+    wait_until(lambda: get_device(b.http_base, token)[1]["queued"] == 0, 20, "the device's queue emptied")
+
+
 def test_upstream_from_a_device_on_b_reaches_the_app_server_on_a(cluster, devices, app_servers):
     a, b = cluster("a"), cluster("b")
     sender, key = new_sender_id(), new_key()
