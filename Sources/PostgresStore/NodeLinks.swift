@@ -3,10 +3,11 @@ import Locking
 import Logging
 import NIOCore
 import NIOPosix
+import CCSStore
 
 /// Direct TCP links between the nodes for what they tell each other before anything is written
-/// (docs/scaling.md, "confirmed before written"): offers and confirmations, in the payload format of
-/// `LiveNotifier`, as length-prefixed frames. Through PostgreSQL each batch cost a transaction, a
+/// (docs/scaling.md, "confirmed before written"): offers and confirmations, as the binary frames
+/// of `LinkFrames`. Through PostgreSQL each batch cost a transaction, a
 /// notification queue entry and a wake-up of every listening backend (about 130 µs of PostgreSQL's CPU
 /// per message at 6,000/s); over a link it is a write on a socket.
 ///
@@ -28,6 +29,8 @@ final class NodeLinks: Sendable {
     static let maxFrameBytes = 16 << 20
 
     let secret: String
+    /// This node's id, which its offers carry.
+    private let nodeID: String
     /// The node's own event loops: a link is read and written where its connections' are, so an offer
     /// reaches a device, and a confirmation leaves, without a hop to another thread.
     private let group: any EventLoopGroup
@@ -52,7 +55,8 @@ final class NodeLinks: Sendable {
     /// The port the listener is bound to.
     var port: Int? { listening.withLock { $0 } }
 
-    init(group: any EventLoopGroup, logger: Logger, resolve: @escaping @Sendable (String) -> Endpoint?) {
+    init(group: any EventLoopGroup, nodeID: String, logger: Logger, resolve: @escaping @Sendable (String) -> Endpoint?) {
+        self.nodeID = nodeID
         var bytes = SystemRandomNumberGenerator()
         secret = (0..<4).map { _ in String(bytes.next() as UInt64, radix: 16) }.joined()
         self.group = group
@@ -63,7 +67,9 @@ final class NodeLinks: Sendable {
     /// Listens on `host:port` (0: a free port); returns the port.
     func listen(host: String, port: Int) throws -> Int {
         let secret = self.secret
-        let received: @Sendable (String) -> Void = { [weak self] text in self?.receiver.withLock { $0.value }?.linkReceived(text) }
+        let received: @Sendable (LinkFrames.Decoded) -> Void = { [weak self] frame in
+            self?.receiver.withLock { $0.value }?.linkReceived(frame)
+        }
         let logger = self.logger
         let channel = try ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
@@ -91,17 +97,21 @@ final class NodeLinks: Sendable {
         for link in open { link.close() }
     }
 
-    /// Sends `line` to `node` with whatever else waits for it; false if there is no link up to it
-    /// (one is being made: the caller sends this line its other way).
-    func post(_ line: String, header: LiveNotifier.Header, to node: String) -> Bool {
-        let link = links.withLock { l -> Link? in
+    /// Sends a message to `node` with whatever else waits for it; false if there is no link up to it
+    /// (one is being made: the caller sends it its other way).
+    func offer(_ message: QueuedMessage, to node: String) -> Bool { post(.offer(message), to: node) }
+
+    /// Sends a confirmation to `node`, as `offer` does.
+    func confirm(_ deviceMessageID: String, to node: String) -> Bool { post(.confirmation(deviceMessageID), to: node) }
+
+    private func post(_ item: Link.Item, to node: String) -> Bool {
+        let link = links.withLock { l -> Link in
             if let existing = l[node] { return existing }
-            let made = Link(node: node, eventLoop: group.next(), logger: logger)
+            let made = Link(node: node, origin: nodeID, eventLoop: group.next(), logger: logger)
             l[node] = made
             return made
         }
-        guard let link else { return false }
-        switch link.post(line, header: header) {
+        switch link.post(item) {
         case .sent: return true
         case .connectFirst:
             resolving.async { [self] in connect(link) }
@@ -141,20 +151,32 @@ final class NodeLinks: Sendable {
     /// One outgoing link: lines wait here until the link's event loop writes them, all at once.
     final class Link: Sendable {
         enum Posted { case sent, connectFirst, down }
+        enum Item {
+            case offer(QueuedMessage)
+            case confirmation(String)
+        }
         private enum Phase { case new, connecting, up(any Channel), down }
+        private struct Waiting {
+            var offers: [QueuedMessage] = []
+            var confirmations: [String] = []
+            var isEmpty: Bool { offers.isEmpty && confirmations.isEmpty }
+        }
 
         let node: String
+        /// The id of the node that sends on this link (its offers carry it).
+        let origin: String
         let eventLoop: any EventLoop
         private let logger: Logger
-        private let state = Locked<(phase: Phase, waiting: [(LiveNotifier.Header, String)], scheduled: Bool)>((.new, [], false))
+        private let state = Locked<(phase: Phase, waiting: Waiting, scheduled: Bool)>((.new, Waiting(), false))
 
-        init(node: String, eventLoop: any EventLoop, logger: Logger) {
+        init(node: String, origin: String, eventLoop: any EventLoop, logger: Logger) {
             self.node = node
+            self.origin = origin
             self.eventLoop = eventLoop
             self.logger = logger
         }
 
-        func post(_ line: String, header: LiveNotifier.Header) -> Posted {
+        func post(_ item: Item) -> Posted {
             let (posted, schedule) = state.withLock { s -> (Posted, Bool) in
                 switch s.phase {
                 case .new:
@@ -163,7 +185,10 @@ final class NodeLinks: Sendable {
                 case .connecting, .down:
                     return (.down, false)
                 case .up:
-                    s.waiting.append((header, line))
+                    switch item {
+                    case .offer(let m): s.waiting.offers.append(m)
+                    case .confirmation(let id): s.waiting.confirmations.append(id)
+                    }
                     if s.scheduled { return (.sent, false) }
                     s.scheduled = true
                     return (.sent, true)
@@ -174,7 +199,7 @@ final class NodeLinks: Sendable {
         }
 
         func connected(_ channel: any Channel, hello: String) {
-            channel.writeAndFlush(LinkFrameDecoder.frame(hello, allocator: channel.allocator), promise: nil)
+            channel.writeAndFlush(LinkFrames.frame(hello, allocator: channel.allocator), promise: nil)
             state.withLock { $0.phase = .up(channel) }
         }
 
@@ -189,35 +214,25 @@ final class NodeLinks: Sendable {
             channel?.close(promise: nil)
         }
 
-        /// On the event loop: everything posted since the last turn, as one frame per header.
+        /// On the event loop: everything posted since the last turn, as one frame of each kind.
         private func flush() {
-            let (lines, channel) = state.withLock { s -> ([(LiveNotifier.Header, String)], (any Channel)?) in
-                defer { s.waiting = []; s.scheduled = false }
+            let (waiting, channel) = state.withLock { s -> (Waiting, (any Channel)?) in
+                defer { s.waiting = Waiting(); s.scheduled = false }
                 if case .up(let c) = s.phase { return (s.waiting, c) }
-                return ([], nil)
+                return (Waiting(), nil)
             }
-            guard let channel, !lines.isEmpty else { return }
-            var frames: [LiveNotifier.Header: String] = [:]
-            var order: [LiveNotifier.Header] = []
-            for (header, line) in lines {
-                if frames[header] == nil {
-                    order.append(header)
-                    frames[header] = header.text
-                }
-                frames[header]! += "\n"
-                frames[header]! += line
-            }
-            for header in order {
-                channel.write(LinkFrameDecoder.frame(frames[header]!, allocator: channel.allocator), promise: nil)
-            }
-            channel.flush()
+            guard let channel, !waiting.isEmpty else { return }
+            var buffer = channel.allocator.buffer(capacity: 64 + waiting.offers.count * 512 + waiting.confirmations.count * 48)
+            if !waiting.offers.isEmpty { LinkFrames.writeOffers(waiting.offers, from: origin, to: &buffer) }
+            if !waiting.confirmations.isEmpty { LinkFrames.writeConfirmations(waiting.confirmations, to: &buffer) }
+            channel.writeAndFlush(buffer, promise: nil)
         }
     }
 }
 
-/// Takes the payloads other nodes send over their links.
+/// Takes what other nodes send over their links.
 protocol NodeLinkReceiver: AnyObject, Sendable {
-    func linkReceived(_ payload: String)
+    func linkReceived(_ frame: LinkFrames.Decoded)
 }
 
 /// A link's frames: a 4-byte big-endian length, then that many bytes of UTF-8 text. A length over
@@ -226,13 +241,6 @@ struct LinkFrameDecoder: ByteToMessageDecoder {
     typealias InboundOut = ByteBuffer
 
     struct FrameTooLarge: Error {}
-
-    static func frame(_ text: String, allocator: ByteBufferAllocator) -> ByteBuffer {
-        var buffer = allocator.buffer(capacity: 4 + text.utf8.count)
-        buffer.writeInteger(UInt32(text.utf8.count))
-        buffer.writeString(text)
-        return buffer
-    }
 
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else { return .needMoreData }
@@ -245,16 +253,16 @@ struct LinkFrameDecoder: ByteToMessageDecoder {
 }
 
 /// A link another node opened to this one: its first frame is the hello with this node's secret;
-/// then each frame is a payload (`LiveNotifier.Header`).
+/// then each frame is one of `LinkFrames`.
 private final class IncomingLinkHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = ByteBuffer
 
     private let secret: String
-    private let received: @Sendable (String) -> Void
+    private let received: @Sendable (LinkFrames.Decoded) -> Void
     private let logger: Logger
     private let greeted = Locked(false)
 
-    init(secret: String, received: @escaping @Sendable (String) -> Void, logger: Logger) {
+    init(secret: String, received: @escaping @Sendable (LinkFrames.Decoded) -> Void, logger: Logger) {
         self.secret = secret
         self.received = received
         self.logger = logger
@@ -262,13 +270,14 @@ private final class IncomingLinkHandler: ChannelInboundHandler, Sendable {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var frame = unwrapInboundIn(data)
-        guard frame.readableBytes <= NodeLinks.maxFrameBytes, let text = frame.readString(length: frame.readableBytes) else {
-            context.close(promise: nil)
-            return
-        }
         if greeted.withLock({ $0 }) {
-            received(text)
-        } else if text == NodeLinks.hello + secret {
+            guard let decoded = LinkFrames.decode(frame) else {
+                logger.warning("a link sent a frame that does not read; closed", metadata: ["peer": "\(context.remoteAddress.map { "\($0)" } ?? "-")"])
+                context.close(promise: nil)
+                return
+            }
+            received(decoded)
+        } else if frame.readString(length: frame.readableBytes) == NodeLinks.hello + secret {
             greeted.withLock { $0 = true }
         } else {
             logger.warning("a link without this node's secret was closed", metadata: ["peer": "\(context.remoteAddress.map { "\($0)" } ?? "-")"])

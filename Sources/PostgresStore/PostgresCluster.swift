@@ -84,7 +84,7 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
     /// go through PostgreSQL. Returns the port.
     public func openLinks(group: any EventLoopGroup, bind: String, port: Int, advertised: String) throws -> Int {
         let connection = self.connection
-        let links = NodeLinks(group: group, logger: logger) { node in
+        let links = NodeLinks(group: group, nodeID: nodeID, logger: logger) { node in
             try? connection.withSession { s in
                 try s.rows("""
                     SELECT link_host, link_port, link_secret FROM cluster_node
@@ -269,9 +269,9 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
     }
 
     public func offerLive(_ message: QueuedMessage, to node: String) {
+        if links?.offer(message, to: node) == true { return }
         let line = LiveNotifier.line(message)
         let header = LiveNotifier.Header.offer(from: nodeID)
-        if links?.post(line, header: header, to: node) == true { return }
         // No link up to that node (yet): through PostgreSQL. Too big for a notification: it goes the
         // durable way (written, then announced by its token).
         guard LiveNotifier.fits(line, header: header) else { return }
@@ -279,12 +279,16 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
     }
 
     public func confirmLive(deviceMessageID: String, to node: String) {
-        if links?.post(deviceMessageID, header: .confirmation, to: node) == true { return }
+        if links?.confirm(deviceMessageID, to: node) == true { return }
         live.post(deviceMessageID, header: .confirmation, channel: Self.nodeChannelPrefix + node)
     }
 
-    func linkReceived(_ payload: String) {
-        notified(channel: channel, payload: payload)
+    func linkReceived(_ frame: LinkFrames.Decoded) {
+        guard let events = events.withLock({ $0?.value }) else { return }
+        switch frame {
+        case .offers(let node, let messages): events.clusterLiveOffered(messages, from: node)
+        case .confirmations(let ids): events.clusterLiveConfirmed(deviceMessageIDs: ids)
+        }
     }
 
     /// A presence announcement: "token node" (connected there) or "token -node" (gone from there);

@@ -48,12 +48,44 @@ import Testing
     }
 }
 
-/// The direct links between nodes, over loopback: frames arrive whole and in order, and a link that
-/// does not know the listener's secret is closed before anything it sends is taken.
+/// The direct links between nodes: their frames read back whole, and over loopback they arrive in
+/// order, and a link that does not know the listener's secret is closed before anything it sends is taken.
 @Suite struct NodeLinksTests {
     final class Inbox: NodeLinkReceiver {
-        let payloads = Locked<[String]>([])
-        func linkReceived(_ payload: String) { payloads.withLock { $0.append(payload) } }
+        let frames = Locked<[LinkFrames.Decoded]>([])
+        func linkReceived(_ frame: LinkFrames.Decoded) { frames.withLock { $0.append(frame) } }
+        var confirmations: [String] {
+            frames.withLock { $0 }.flatMap { f -> [String] in if case .confirmations(let ids) = f { ids } else { [] } }
+        }
+        var offers: [QueuedMessage] {
+            frames.withLock { $0 }.flatMap { f -> [QueuedMessage] in if case .offers(_, let m) = f { m } else { [] } }
+        }
+    }
+
+    static let message = QueuedMessage(token: "t:1", deviceMessageID: "0:1%ab", senderID: "111", appMessageID: "m \"1\"\n",
+                                       collapseKey: "k", priority: "high", timeToLive: 60, enqueuedAt: 1_000,
+                                       expiresAt: 61_000, deliveryReceiptRequested: false, delayWhileIdle: true,
+                                       isNotification: true, payload: #"{"data":{"a":"é\n"}}"#,
+                                       platformBlocks: #"{"android":{}}"#)
+
+    @Test func framesReadBackWholeAndACutOrPaddedFrameDoesNot() throws {
+        var plain = Self.message
+        plain.collapseKey = nil
+        plain.platformBlocks = nil
+        var buffer = ByteBuffer()
+        LinkFrames.writeOffers([Self.message, plain], from: "node-a", to: &buffer)
+        LinkFrames.writeConfirmations(["id-1", "id-2"], to: &buffer)
+        var frames: [ByteBuffer] = []
+        while let length = buffer.readInteger(as: UInt32.self) { frames.append(buffer.readSlice(length: Int(length))!) }
+        #expect(frames.count == 2)
+        #expect(LinkFrames.decode(frames[0]) == .offers(from: "node-a", [Self.message, plain]))
+        #expect(LinkFrames.decode(frames[1]) == .confirmations(["id-1", "id-2"]))
+        #expect(LinkFrames.decode(frames[0].getSlice(at: frames[0].readerIndex, length: frames[0].readableBytes - 1)!) == nil)
+        var padded = frames[1]
+        padded.writeInteger(UInt8(0))
+        #expect(LinkFrames.decode(padded) == nil)
+        #expect(LinkFrames.decode(ByteBuffer(bytes: [9])) == nil)
+        #expect(LinkFrames.decode(ByteBuffer(bytes: [2, 0xFF, 0xFF, 0xFF, 0xFF])) == nil)
     }
 
     func waitUntil(_ condition: () -> Bool) async throws {
@@ -64,45 +96,45 @@ import Testing
         }
     }
 
-    @Test func linesPostedToANodeArriveAsFramesOnceItsLinkIsUp() async throws {
+    @Test func whatIsPostedToANodeArrivesOnceItsLinkIsUp() async throws {
         let inbox = Inbox()
         let endpoint = Locked<NodeLinks.Endpoint?>(nil)
-        let b = NodeLinks(group: MultiThreadedEventLoopGroup.singleton, logger: .init(label: "b")) { _ in nil }
-        let a = NodeLinks(group: MultiThreadedEventLoopGroup.singleton, logger: .init(label: "a")) { node in node == "b" ? endpoint.withLock { $0 } : nil }
+        let group = MultiThreadedEventLoopGroup.singleton
+        let b = NodeLinks(group: group, nodeID: "b", logger: .init(label: "b")) { _ in nil }
+        let a = NodeLinks(group: group, nodeID: "a", logger: .init(label: "a")) { node in node == "b" ? endpoint.withLock { $0 } : nil }
         defer { a.close(); b.close() }
         b.setReceiver(inbox)
         let port = try b.listen(host: "127.0.0.1", port: 0)
         endpoint.withLock { $0 = .init(host: "127.0.0.1", port: port, secret: b.secret) }
-        // The first line starts the link and goes the caller's other way; posting goes on until one is taken.
-        #expect(!a.post("first", header: .confirmation, to: "b"))
-        #expect(!a.post("x", header: .confirmation, to: "nobody"))
-        try await waitUntil { a.post("probe", header: .confirmation, to: "b") }
-        #expect(a.post(#"{"token":"t"}"#, header: .offer(from: "a"), to: "b"))
-        #expect(a.post("id-1", header: .confirmation, to: "b"))
-        try await waitUntil { inbox.payloads.withLock { $0.contains { $0.hasPrefix("\nL a") } } }
-        let read = inbox.payloads.withLock { $0 }.compactMap(LiveNotifier.Header.parse)
-        #expect(read.contains { $0.0 == .offer(from: "a") && $0.1 == [#"{"token":"t"}"#] })
-        #expect(read.filter { $0.0 == .confirmation }.flatMap(\.1).last == "id-1")
+        // The first post starts the link and goes the caller's other way; posting goes on until one is taken.
+        #expect(!a.confirm("first", to: "b"))
+        #expect(!a.confirm("x", to: "nobody"))
+        try await waitUntil { a.confirm("probe", to: "b") }
+        #expect(a.offer(Self.message, to: "b"))
+        #expect(a.confirm("id-1", to: "b"))
+        try await waitUntil { inbox.confirmations.last == "id-1" }
+        #expect(inbox.offers == [Self.message])
+        #expect(inbox.frames.withLock { $0 }.contains { if case .offers(let from, _) = $0 { from == "a" } else { false } })
     }
 
     @Test(arguments: [false, true])
     func aLinkWithoutTheSecretOrWithAnOversizedFrameIsClosedAndNothingItSentIsTaken(oversized: Bool) async throws {
         let inbox = Inbox()
-        let b = NodeLinks(group: MultiThreadedEventLoopGroup.singleton, logger: .init(label: "b")) { _ in nil }
+        let b = NodeLinks(group: MultiThreadedEventLoopGroup.singleton, nodeID: "b", logger: .init(label: "b")) { _ in nil }
         defer { b.close() }
         b.setReceiver(inbox)
         let port = try b.listen(host: "127.0.0.1", port: 0)
-        let group = MultiThreadedEventLoopGroup.singleton
-        let channel = try await ClientBootstrap(group: group).connect(host: "127.0.0.1", port: port).get()
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port).get()
         var bytes = ByteBuffer()
         if oversized {
             bytes.writeInteger(UInt32.max)  // announced, never sent: nothing is buffered for it
         } else {
-            bytes.writeImmutableBuffer(LinkFrameDecoder.frame(NodeLinks.hello + "not-the-secret", allocator: channel.allocator))
-            bytes.writeImmutableBuffer(LinkFrameDecoder.frame("\nC\nid-1", allocator: channel.allocator))
+            bytes.writeImmutableBuffer(LinkFrames.frame(NodeLinks.hello + "not-the-secret", allocator: channel.allocator))
+            LinkFrames.writeConfirmations(["id-1"], to: &bytes)
         }
         try await channel.writeAndFlush(bytes)
         try await channel.closeFuture.get()  // B closed it
-        #expect(inbox.payloads.withLock { $0 }.isEmpty)
+        #expect(inbox.frames.withLock { $0 }.isEmpty)
     }
 }
