@@ -109,7 +109,8 @@ extension Engine {
             return
         }
         let deliverableNow = online && deviceState.admits(queued, platform: platform)
-        if !online, message.timeToLive != 0, case .fcm = origin, let cluster, let node = cluster.node(holding: to),
+        // A device on another node: offered there (a time to live of 0 too: "now" is the device's node's).
+        if !online, case .fcm = origin, let cluster, let node = cluster.node(holding: to),
            Self.mayOffer(queued, deviceState: deviceState, platform: platform) {
             offer(queued, to: node, cluster: cluster, completion: completion)
             return

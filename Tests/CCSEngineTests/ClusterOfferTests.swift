@@ -103,6 +103,15 @@ import Testing
         #expect(n.toA.confirmations.withLock { $0 }.isEmpty)
     }
 
+    @Test func aMessageWithATimeToLiveOfZeroReachesADeviceOnAnotherNode() async throws {
+        let n = try await nodes(delay: .seconds(3600))
+        let outcome = Locked<Outcome?>(nil)
+        n.a.engine.downstream(data("now", to: n.token) { $0.timeToLive = 0 }, senderID: "111") { o in outcome.withLock { $0 = o } }
+        #expect(n.device.delivered.withLock { $0.map(\.message.appMessageID) } == ["now"])
+        n.b.engine.deviceAcknowledged(token: n.token, deviceMessageID: n.device.ids[0])
+        #expect(outcome.withLock { $0 } == .ack(from: n.token))
+    }
+
     @Test func whatTheDevicesNodeWouldNotHandOverNowGoesTheDurableWay() async throws {
         let n = try await nodes(delay: .seconds(3600))
         // A receipt is removed together with its receipt's write, on the device's node: never offered.
