@@ -68,7 +68,7 @@ struct Serve: AsyncParsableCommand {
         discussion: """
             When every listener is up, prints one JSON line {"event":"ready","ccs_port":…,"device_port":…,\
             "http_port":…,"ca_cert":…,"data_dir":…} on stdout (and writes it to --ready-file), with \
-            "https_port" and "proxy_port" when those are served, and "apns_port" and "apns_feedback_port" \
+            "https_port" and "proxy_port" when those are served, "cluster_port" with --store, and "apns_port" and "apns_feedback_port" \
             (the APNs legacy binary gateway and feedback service, docs/apns.md). Without \
             --tls-cert a development CA and a server certificate for localhost, 127.0.0.1, ::1 and the CCS and FCM \
             host names are created in DATA_DIR/tls and kept; trust DATA_DIR/tls/ca.pem in your client. SIGTERM or \

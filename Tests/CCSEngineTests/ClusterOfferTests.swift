@@ -25,10 +25,10 @@ import Testing
         let d = try await a.register()
         // B reads the registration at start (its registry is loaded from the shared store).
         let b = try Harness(path: path, liveWriteDelay: .seconds(3600), cluster: toA)
-        toB.partner.withLock { $0 = b.engine }
-        toA.partner.withLock { $0 = a.engine }
+        toB.partner.withLock { $0.engine = b.engine }
+        toA.partner.withLock { $0.engine = a.engine }
         let device = await b.connect(d.token)
-        toB.partnerHolds.withLock { $0.insert(d.token) }
+        _ = toB.partnerHolds.withLock { $0.insert(d.token) }
         return Nodes(a: a, b: b, toB: toB, toA: toA, token: d.token, device: device)
     }
 
@@ -116,6 +116,7 @@ import Testing
         let n = try await nodes(delay: .seconds(3600))
         // A receipt is removed together with its receipt's write, on the device's node: never offered.
         let receipt = Task { await n.a.send(data("r1", to: n.token) { $0.deliveryReceiptRequested = true }) }
+        try await n.a.waitUntil { (try? n.a.queue(n.token).map(\.appMessageID))?.contains("r1") == true }
         await n.a.settle()
         #expect(await receipt.value == .ack(from: n.token))
         #expect(n.device.ids.isEmpty)
@@ -123,6 +124,8 @@ import Testing
         // The device left B before the offer came: B leaves it to the write.
         n.b.engine.deviceDisconnected(token: n.token, link: n.device)
         let later = Task { await n.a.send(data("m2", to: n.token)) }
+        // Offered (and so ticketed, its write an hour away) before the writer is made to take it.
+        try await n.a.waitUntil { (try? n.a.engine.queuedMessages(token: n.token).map(\.appMessageID))?.contains("m2") == true }
         await n.a.settle()
         #expect(await later.value == .ack(from: n.token))
         #expect(try n.a.queue(n.token).map(\.appMessageID) == ["r1", "m2"])

@@ -137,7 +137,11 @@ extension Engine {
 /// offer reaches the other by a direct call, and a test may hold offers back to order events.
 final class FakeCluster: ClusterCoordinator {
     let nodeID: String
-    let partner = Locked<(any ClusterEvents)?>(nil)
+    /// The other node's engine, weakly (the engines hold their clusters: no cycle).
+    let partner = Locked(Partner())
+    struct Partner {
+        weak var engine: (any ClusterEvents)?
+    }
     let partnerNode: String
     /// The tokens connected to the partner node.
     let partnerHolds = Locked<Set<String>>([])
@@ -166,17 +170,17 @@ final class FakeCluster: ClusterCoordinator {
 
     func offerLive(_ message: QueuedMessage, to node: String) {
         if holdOffers.load(ordering: .relaxed) { return heldOffers.withLock { $0.append(message) } }
-        partner.withLock { $0 }?.clusterLiveOffered([message], from: nodeID)
+        partner.withLock { $0.engine }?.clusterLiveOffered([message], from: nodeID)
     }
 
     func releaseHeldOffers() {
         let held = heldOffers.withLock { h -> [QueuedMessage] in defer { h = [] }; return h }
-        partner.withLock { $0 }?.clusterLiveOffered(held, from: nodeID)
+        partner.withLock { $0.engine }?.clusterLiveOffered(held, from: nodeID)
     }
 
     func confirmLive(deviceMessageID: String, to node: String) {
         confirmations.withLock { $0.append(deviceMessageID) }
         guard deliverConfirmations.load(ordering: .relaxed) else { return }
-        partner.withLock { $0 }?.clusterLiveConfirmed(deviceMessageIDs: [deviceMessageID])
+        partner.withLock { $0.engine }?.clusterLiveConfirmed(deviceMessageIDs: [deviceMessageID])
     }
 }
