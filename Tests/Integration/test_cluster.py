@@ -94,18 +94,25 @@ def test_a_message_for_a_device_on_b_is_offered_over_the_nodes_link_before_it_is
     token = dev.expect("registered", timeout=30)["token"]
     dev.expect("connected", timeout=30)
     server = app_servers(a, sender, key)
-    for i in range(20):
-        assert server.downstream(token, f"live-{i}")["message_type"] == "ack"
-    got = [m["data"]["m"] for m in dev.messages(until=lambda ms: len(ms) >= 20)]
-    assert sorted(got) == sorted(f"live-{i}" for i in range(20)), got
 
     def ticketed() -> int:
         store = http_json("GET", f"{a.http_base}/emulator/v1/info")[1]["store"]
         return store["live_writes_called_off"] + store["live_writes_committed"]
-    # A's writes of them were ticketed (offered first): each is called off by the device's confirmation,
-    # or committed when it came late. Either is counted once the writer reaches it.
-    wait_until(lambda: ticketed() >= 20, 20, "A's writes of the offered messages")
-    # Nothing stays queued: what was written anyway is removed by B once the device confirmed it.
+
+    sent: list[str] = []
+
+    def send_one_and_see_an_offer() -> bool:
+        sent.append(f"live-{len(sent)}")
+        assert server.downstream(token, sent[-1])["message_type"] == "ack"
+        return ticketed() >= 1
+
+    # A learns that B holds the device from B's presence announcement, which follows the connection:
+    # until then A writes first. Once A knows, its writes are ticketed (offered first): called off by
+    # the device's confirmation, or committed when it came late.
+    wait_until(send_one_and_see_an_offer, 30, "A offering a message to B")
+    got = [m["data"]["m"] for m in dev.messages(until=lambda ms: len(ms) >= len(sent))]
+    assert sorted(got) == sorted(sent), got
+    # Nothing stays queued: what was written anyway is removed once the device confirmed it.
     wait_until(lambda: get_device(b.http_base, token)[1]["queued"] == 0, 20, "the device's queue emptied")
 
 
