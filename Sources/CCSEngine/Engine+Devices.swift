@@ -243,15 +243,14 @@ extension Engine {
 
     /// Messages handed over live whose write is still waiting (the store does not hold them yet).
     private func unwrittenLive(token: String?) -> [QueuedMessage] {
-        let entries = state.withLock { s -> [InFlightDownstream] in
-            if let token { return s.online[token].map { Array($0.inFlight.values) } ?? [] }
-            return s.online.values.flatMap { $0.inFlight.values }
-        }
-        let offered = state.withLock { s in
-            s.offered.values.filter { token == nil || $0.message.token == token }.map { ($0.message, $0.early) }
+        // In one critical section: a message offered to another node's device (`offered`).
+        let (entries, offered) = state.withLock { s -> ([InFlightDownstream], [Offered]) in
+            let offered = s.offered.values.filter { token == nil || $0.message.token == token }
+            if let token { return (s.online[token].map { Array($0.inFlight.values) } ?? [], offered) }
+            return (s.online.values.flatMap { $0.inFlight.values }, offered)
         }
         return entries.filter { $0.early?.ticket.isPending == true }.map(\.message)
-            + offered.filter { $0.1.ticket.isPending }.map(\.0)
+            + offered.filter { $0.early.ticket.isPending }.map(\.message)
     }
 
     /// The device's queue as the service holds it: what is stored, plus messages handed to its

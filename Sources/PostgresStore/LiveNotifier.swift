@@ -45,7 +45,18 @@ final class LiveNotifier: Sendable {
         }
     }
 
-    struct Item {
+    /// A payload read as what a link carries (`LinkFrames`), if it is an offer or a confirmation.
+    static func decode(_ payload: String) -> LinkFrames.Decoded? {
+        guard let (header, lines) = Header.parse(payload) else { return nil }
+        switch header {
+        case .offer(let node):
+            return .offers(from: node, lines.compactMap { PostgresCluster.message(fromAnnouncement: String($0)) })
+        case .confirmation:
+            return .confirmations(lines.map(String.init))
+        }
+    }
+
+    struct Item: Sendable {
         var channel: String
         var header: Header
         var line: String
@@ -55,7 +66,8 @@ final class LiveNotifier: Sendable {
     /// event loop's callbacks, so no thread waits for PostgreSQL and none is woken to send.
     private let url: PostgresURL
     private let eventLoop: any EventLoop
-    private let state = Locked<(items: [Item], sending: Bool, connection: PostgresConnection?)>(([], false, nil))
+    private let waiting = DrainQueue<Item>()
+    private let connection = Locked<PostgresConnection?>(nil)
     private let logger: Logger
 
     init(store: PostgresStore, logger: Logger) {
@@ -66,31 +78,20 @@ final class LiveNotifier: Sendable {
 
     /// Queues one line for `channel`; it goes out with whatever else is waiting.
     func post(_ line: String, header: Header, channel: String) {
-        let start = state.withLock { s -> Bool in
-            s.items.append(Item(channel: channel, header: header, line: line))
-            if s.sending { return false }
-            s.sending = true
-            return true
-        }
-        if start { sendWaiting() }
+        if waiting.add(Item(channel: channel, header: header, line: line)) { sendWaiting() }
     }
 
     func close() {
-        let open = state.withLock { s -> PostgresConnection? in
-            defer { s.connection = nil }
-            return s.connection
+        let open = connection.withLock { c -> PostgresConnection? in
+            defer { c = nil }
+            return c
         }
         _ = try? open?.close().wait()
     }
 
     /// Sends what waits as one statement, and when it is answered, what came meanwhile.
     private func sendWaiting() {
-        let items = state.withLock { s -> [Item] in
-            let taken = s.items
-            s.items = []
-            if taken.isEmpty { s.sending = false }
-            return taken
-        }
+        let items = waiting.take()
         if items.isEmpty { return }
         let (channels, payloads) = Self.pack(items)
         connected().flatMap { connection in
@@ -107,7 +108,7 @@ final class LiveNotifier: Sendable {
     }
 
     private func connected() -> EventLoopFuture<PostgresConnection> {
-        if let open = state.withLock({ $0.connection }), !open.isClosed { return eventLoop.makeSucceededFuture(open) }
+        if let open = connection.withLock({ $0 }), !open.isClosed { return eventLoop.makeSucceededFuture(open) }
         let configuration: PostgresConnection.Configuration
         do { configuration = try url.configuration() } catch { return eventLoop.makeFailedFuture(error) }
         return PostgresConnection.connect(on: eventLoop, configuration: configuration, id: 2_000_000, logger: logger)
@@ -120,7 +121,7 @@ final class LiveNotifier: Sendable {
                     }
             }
             .map { connection in
-                self.state.withLock { $0.connection = connection }
+                self.connection.withLock { $0 = connection }
                 return connection
             }
     }

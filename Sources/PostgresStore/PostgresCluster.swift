@@ -20,7 +20,8 @@ import PushDomain
 ///   writing transaction itself, and read again by every other node;
 /// - each device's node announced on `ccs_presence` (kept in memory on every node), so that a message
 ///   for a device on another node is offered to that node at once, before it is written; the device's
-///   confirmation comes back the same way and calls the write off (`LiveNotifier`).
+///   confirmation comes back and calls the write off. Both go over direct links between the nodes
+///   (`NodeLinks`), or through NOTIFY while a link is not up (`LiveNotifier`).
 ///
 /// Every announcement only shortens a wait: the sweep (presence-holding devices with queued
 /// messages, items no live node holds) catches up on any that was lost.
@@ -41,7 +42,7 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
     private let announcements = DispatchQueue(label: "ccs-emulator.cluster.announcements")
     private let listener = Locked<PostgresConnection?>(nil)
     /// Devices connected or gone here whose presence is not recorded yet, and whether a round is under way.
-    private let presenceChanges = Locked<(waiting: [PresenceChange], recording: Bool)>(([], false))
+    private let presenceChanges = DrainQueue<PresenceChange>()
     /// Token → the other node it is connected to, as announced on `ccs_presence`.
     private let presence = Locked<[String: String]>([:])
     private let live: LiveNotifier
@@ -81,8 +82,8 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
     /// Opens this node's links to the others (docs/scaling.md): listens on `bind:port` (0: a free
     /// port) on `group`, the node's own event loops, and publishes `advertised`, the port and the
     /// links' secret. Until then, and for a node that does not publish one, offers and confirmations
-    /// go through PostgreSQL. Returns the port.
-    public func openLinks(group: any EventLoopGroup, bind: String, port: Int, advertised: String) throws -> Int {
+    /// go through PostgreSQL. `linkPort` is then the port bound.
+    public func openLinks(group: any EventLoopGroup, bind: String, port: Int, advertised: String) throws {
         let connection = self.connection
         let links = NodeLinks(group: group, nodeID: nodeID, logger: logger) { node in
             try? connection.withSession { s in
@@ -107,7 +108,6 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
             throw error
         }
         linked.withLock { $0 = links }
-        return bound
     }
 
     /// The port this node's link listens on (nil: no links).
@@ -179,13 +179,7 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
     }
 
     private func record(_ change: PresenceChange) {
-        let start = presenceChanges.withLock { p -> Bool in
-            p.waiting.append(change)
-            if p.recording { return false }
-            p.recording = true
-            return true
-        }
-        if start { queue.async { [self] in recordPresence() } }
+        if presenceChanges.add(change) { queue.async { [self] in recordPresence() } }
     }
 
     /// Records every connection opened or closed here since the last round, in their order, each in a
@@ -194,12 +188,7 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
     /// messages, a round trip per device. Then each new device reads its backlog.
     private func recordPresence() {
         while true {
-            let batch = presenceChanges.withLock { p -> [PresenceChange] in
-                let taken = p.waiting
-                p.waiting = []
-                if taken.isEmpty { p.recording = false }
-                return taken
-            }
+            let batch = presenceChanges.take()
             if batch.isEmpty { return }
             do {
                 try connection.withSession { s in
@@ -283,6 +272,7 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
         live.post(deviceMessageID, header: .confirmation, channel: Self.nodeChannelPrefix + node)
     }
 
+    /// Offers and confirmations, over a link or through NOTIFY.
     func linkReceived(_ frame: LinkFrames.Decoded) {
         guard let events = events.withLock({ $0?.value }) else { return }
         switch frame {
@@ -460,13 +450,8 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
         guard let events = events.withLock({ $0?.value }) else { return }
         switch channel {
         case self.channel:
-            if let (header, lines) = LiveNotifier.Header.parse(payload) {
-                switch header {
-                case .offer(let node):
-                    events.clusterLiveOffered(lines.compactMap { Self.message(fromAnnouncement: String($0)) }, from: node)
-                case .confirmation:
-                    events.clusterLiveConfirmed(deviceMessageIDs: lines.map(String.init))
-                }
+            if let live = LiveNotifier.decode(payload) {
+                linkReceived(live)
             } else if payload.hasPrefix("{") {
                 guard let message = Self.message(fromAnnouncement: payload) else { return }
                 events.clusterMessageCommitted(message)

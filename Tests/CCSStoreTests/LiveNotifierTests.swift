@@ -41,6 +41,10 @@ import Testing
         let line = LiveNotifier.line(m)
         #expect(!line.contains("\n"))
         #expect(PostgresCluster.message(fromAnnouncement: line) == m)
+        // Through NOTIFY, read as a link would carry it.
+        let (_, payloads) = LiveNotifier.pack([.init(channel: "ccs_node_b", header: .offer(from: "a"), line: line)])
+        #expect(payloads.compactMap(LiveNotifier.decode) == [.offers(from: "a", [m])])
+        #expect(LiveNotifier.decode("\nC\nid-1\nid-2") == .confirmations(["id-1", "id-2"]))
         var plain = m
         plain.collapseKey = nil
         plain.platformBlocks = nil
@@ -117,7 +121,7 @@ import Testing
         #expect(inbox.frames.withLock { $0 }.contains { if case .offers(let from, _) = $0 { from == "a" } else { false } })
     }
 
-    @Test(arguments: [false, true])
+    @Test(.timeLimit(.minutes(1)), arguments: [false, true])
     func aLinkWithoutTheSecretOrWithAnOversizedFrameIsClosedAndNothingItSentIsTaken(oversized: Bool) async throws {
         let inbox = Inbox()
         let b = NodeLinks(group: MultiThreadedEventLoopGroup.singleton, nodeID: "b", logger: .init(label: "b")) { _ in nil }
