@@ -86,7 +86,7 @@ final class APNsGatewayHandler: ChannelInboundHandler, RemovableChannelHandler {
                 engine.apnsActivity.record(.init(event: .accepted, at: now, bundleID: bundleID,
                                                  deviceToken: n.deviceTokenHex, identifier: n.identifier,
                                                  command: n.command.rawValue, priority: n.priority, expiry: n.expiry,
-                                                 payload: n.payloadJSON))
+                                                 payload: n.payload))
                 let identifier = n.identifier
                 let request = SendRequest(sender: bundleID, target: .apnsDeviceToken(n.deviceTokenHex),
                                           message: n.message(nowMillis: now),

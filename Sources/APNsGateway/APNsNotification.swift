@@ -11,11 +11,14 @@ public struct APNsNotification: Sendable, Equatable {
     /// 10 or 5; commands 0 and 1 and frames without item 5 mean 10.
     public var priority: UInt8
     /// 32 bytes.
-    public var deviceToken: [UInt8]
+    public let deviceToken: [UInt8]
     /// The JSON object (with an `aps` object) exactly as sent.
     public var payload: [UInt8]
     /// `payload`, parsed.
     public var payloadJSON: JSONValue
+    /// The token as iOS shows it to the app: 64 lower-case hex digits (made once: the gateway's
+    /// checks, the activity window and the target all name it).
+    public let deviceTokenHex: String
 
     public init(command: APNsCommand, identifier: UInt32, expiry: UInt32?, priority: UInt8, deviceToken: [UInt8],
                 payload: [UInt8], payloadJSON: JSONValue) {
@@ -26,10 +29,9 @@ public struct APNsNotification: Sendable, Equatable {
         self.deviceToken = deviceToken
         self.payload = payload
         self.payloadJSON = payloadJSON
+        self.deviceTokenHex = Self.hex(deviceToken)
     }
 
-    /// The token as iOS shows it to the app: 64 lower-case hex digits.
-    public var deviceTokenHex: String { Self.hex(deviceToken) }
 
     static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
@@ -52,7 +54,7 @@ public struct APNsRejection: Sendable, Equatable {
     public var command: APNsCommand?
     /// The command byte as received.
     public var commandByte: UInt8
-    public var deviceToken: [UInt8]
+    public let deviceToken: [UInt8]
     /// Apple answered command 0 and unknown commands by closing, without an error response.
     public var sendsErrorResponse: Bool { command == .enhanced || command == .frame }
 

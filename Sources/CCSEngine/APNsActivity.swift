@@ -15,6 +15,15 @@ public final class APNsActivity: Sendable {
         case delivered
         /// Its app was uninstalled: a feedback tuple was recorded instead.
         case feedback
+
+        var index: Int {
+            switch self {
+            case .accepted: 0
+            case .rejected: 1
+            case .delivered: 2
+            case .feedback: 3
+            }
+        }
     }
 
     public struct Entry: Sendable, Equatable {
@@ -31,11 +40,17 @@ public final class APNsActivity: Sendable {
         public var status: UInt8?
         public var priority: UInt8?
         public var expiry: UInt32?
-        public var payload: JSONValue?
+        /// The payload as the provider sent it (accepted notifications): kept as bytes, parsed when the
+        /// admin API reads it (a parsed value per entry made every notification build, and later free,
+        /// a tree of dictionaries).
+        public var payloadBytes: [UInt8]?
+        public var payload: JSONValue? {
+            payloadBytes.flatMap { try? JSONValue.parse(String(decoding: $0, as: UTF8.self)) }
+        }
 
         public init(event: Event, at: Int64, bundleID: String, deviceToken: String, identifier: UInt32,
                     command: UInt8? = nil, status: UInt8? = nil, priority: UInt8? = nil, expiry: UInt32? = nil,
-                    payload: JSONValue? = nil) {
+                    payload: [UInt8]? = nil) {
             self.sequence = 0
             self.at = at
             self.event = event
@@ -46,18 +61,20 @@ public final class APNsActivity: Sendable {
             self.status = status
             self.priority = priority
             self.expiry = expiry
-            self.payload = payload
+            self.payloadBytes = payload
         }
     }
 
     public let capacity: Int
     /// A deque: dropping the oldest of a full window is O(1) (an array's removeFirst moved all 10,000
     /// entries on every notification once the window was full).
-    private let state: Locked<(entries: Deque<Entry>, next: Int64, counts: [Event: Int64])>
+    /// Counts per event in a fixed array (indexed by `Event.allCases`): a dictionary keyed by the
+    /// event hashed it twice per notification.
+    private let state: Locked<(entries: Deque<Entry>, next: Int64, counts: [Int64])>
 
     public init(capacity: Int = 10_000) {
         self.capacity = max(1, capacity)
-        state = Locked(([], 1, [:]))
+        state = Locked(([], 1, Array(repeating: 0, count: Event.allCases.count)))
     }
 
     public func record(_ entry: Entry) {
@@ -65,7 +82,7 @@ public final class APNsActivity: Sendable {
             var e = entry
             e.sequence = s.next
             s.next += 1
-            s.counts[e.event, default: 0] += 1
+            s.counts[e.event.index] += 1
             if s.entries.count >= capacity { s.entries.removeFirst() }
             s.entries.append(e)
         }
@@ -85,5 +102,10 @@ public final class APNsActivity: Sendable {
     }
 
     /// How many of each event happened since start (not only the kept ones).
-    public var counts: [Event: Int64] { state.withLock { $0.counts } }
+    public var counts: [Event: Int64] {
+        let counts = state.withLock { $0.counts }
+        var out: [Event: Int64] = [:]
+        for event in Event.allCases where counts[event.index] > 0 { out[event] = counts[event.index] }
+        return out
+    }
 }

@@ -208,10 +208,12 @@ extension Engine {
     /// written (read from the store, or their commit announced).
     func take(_ messages: [QueuedMessage], token: String, early: EarlyDelivery? = nil, offeredBy: String? = nil,
               _ s: inout State) -> [Send] {
-        // The entry is read property by property and its in-flight map changed in place: holding a
-        // copy of the whole `OnlineDevice` would make the map shared and copy it on the write.
-        guard let link = s.online[token]?.link else { return [] }
-        let platform = s.online[token]?.platform
+        // The entry is found once (a token hashed per lookup was a tenth of this function) and changed
+        // in place through its index: holding a copy of the whole `OnlineDevice` would make its
+        // in-flight map shared and copy it on the write.
+        guard let at = s.online.index(forKey: token) else { return [] }
+        let link = s.online.values[at].link
+        let platform = s.online.values[at].platform
         let deviceState = s.deviceStates[token] ?? DeviceState()
         let written = early == nil && offeredBy == nil
         var deliveries: [DeviceDelivery] = []
@@ -220,20 +222,20 @@ extension Engine {
         // read, a hand-over after a commit and another node's announcement may all hold it).
         for m in messages where deviceState.admits(m, platform: platform) {
             let id = m.deviceMessageID
-            if let onConnection = s.online[token]?.inFlight[id] {
+            if let onConnection = s.online.values[at].inFlight[id] {
                 // Offered by another node and written there after all: its confirmation now removes it here.
-                if written && onConnection.offeredBy != nil { s.online[token]?.inFlight[id]?.offeredBy = nil }
+                if written && onConnection.offeredBy != nil { s.online.values[at].inFlight[id]?.offeredBy = nil }
                 continue
             }
-            if s.online[token]?.confirmed.contains(id) == true {
+            if s.online.values[at].confirmed.contains(id) {
                 // Confirmed back to the node that offered it, which wrote it anyway: removed here.
-                if written && s.online[token]?.confirmedOffers.contains(id) == true {
+                if written && s.online.values[at].confirmedOffers.contains(id) {
                     removals.append(.removeMessage(token: token, deviceMessageID: id))
                 }
                 continue
             }
             let d = DeviceDelivery(message: m, toTray: m.kind == .message && m.isNotification && !deviceState.foreground)
-            s.online[token]?.inFlight[id] = InFlightDownstream(message: m, toTray: d.toTray, early: early, offeredBy: offeredBy)
+            s.online.values[at].inFlight[id] = InFlightDownstream(message: m, toTray: d.toTray, early: early, offeredBy: offeredBy)
             deliveries.append(d)
         }
         if !removals.isEmpty { committer.submit(removals) }
@@ -310,19 +312,23 @@ extension Engine {
 
     func deviceAcknowledgedNow(token: String, deviceMessageID: String) {
         let now = clock.nowMillis()
-        let found: (InFlightDownstream, String?)? = state.withLock { s in
-            guard let entry = s.online[token]?.inFlight.removeValue(forKey: deviceMessageID) else { return nil }
-            s.online[token]?.confirmed.insert(deviceMessageID)
-            if entry.offeredBy != nil { s.online[token]?.confirmedOffers.insert(deviceMessageID) }
-            return (entry, entry.message.deliveryReceiptRequested ? s.devices[token]?.app : nil)
+        // One critical section and one lookup of the online entry (changed in place through its index).
+        let found: (InFlightDownstream, app: String?, apnsToken: String?)? = state.withLock { s in
+            guard let at = s.online.index(forKey: token),
+                  let entry = s.online.values[at].inFlight.removeValue(forKey: deviceMessageID) else { return nil }
+            s.online.values[at].confirmed.insert(deviceMessageID)
+            if entry.offeredBy != nil { s.online.values[at].confirmedOffers.insert(deviceMessageID) }
+            let needsDevice = entry.message.deliveryReceiptRequested || entry.message.kind == .apnsNotification
+            let device = needsDevice ? s.devices[token] : nil
+            return (entry, entry.message.deliveryReceiptRequested ? device?.app : nil, device?.apnsToken)
         }
-        guard let (entry, app) = found else { return }
+        guard let (entry, app, apnsToken) = found else { return }
         let m = entry.message
         journal(.deviceAcked, m, token: token)
         metrics?.deviceAcks.increment()
         if entry.toTray { journal(.shownInTray, m, token: token) }
         if m.kind == .apnsNotification {
-            recordAPNsDelivery(m, deviceToken: state.withLock { $0.devices[token]?.apnsToken })
+            recordAPNsDelivery(m, deviceToken: apnsToken)
         }
         var ops: [StoreOp] = []
         if let node = entry.offeredBy {

@@ -418,13 +418,21 @@ enum JSONEncoding {
             out.append(UInt8(ascii: "]"))
         case .object(let object):
             out.append(UInt8(ascii: "{"))
-            var first = true
-            for key in sortedKeys(object) {
-                if !first { out.append(UInt8(ascii: ",")) }
-                first = false
+            // Pairs sorted whole (not keys sorted, then each value looked up again: a hash per key), and
+            // an object of one member needs no sort at all.
+            if object.count == 1, let (key, member) = object.first {
                 appendString(key, to: &out)
                 out.append(UInt8(ascii: ":"))
-                append(object[key]!, to: &out)
+                append(member, to: &out)
+            } else {
+                var first = true
+                for (key, member) in object.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
+                    if !first { out.append(UInt8(ascii: ",")) }
+                    first = false
+                    appendString(key, to: &out)
+                    out.append(UInt8(ascii: ":"))
+                    append(member, to: &out)
+                }
             }
             out.append(UInt8(ascii: "}"))
         }

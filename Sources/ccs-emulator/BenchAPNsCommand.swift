@@ -156,22 +156,25 @@ final class ConfirmingLink: DeviceLink {
     /// The payload's `"t":<digits>` read in place: parsing the whole JSON here would charge the
     /// generator's cost to the emulator (they share the process).
     static func writeTime(_ payload: String) -> UInt64? {
-        var utf8 = payload.utf8[...]
-        let key = Array(#""t":"#.utf8)
-        while let at = utf8.firstIndex(of: key[0]) {
-            let rest = utf8[at...]
-            if rest.starts(with: key) {
-                var value: UInt64 = 0
-                var digits = 0
-                for c in rest.dropFirst(key.count) {
-                    guard c >= 48 && c <= 57 else { break }
-                    value = value &* 10 &+ UInt64(c - 48)
-                    digits += 1
+        var payload = payload
+        return payload.withUTF8 { bytes -> UInt64? in
+            // `"t":` is 4 bytes: compared in place, byte by byte (a `firstIndex` per candidate over
+            // the string's view was 5 % of the event loop's samples).
+            let n = bytes.count
+            var i = 0
+            while i + 4 < n {
+                if bytes[i] == 0x22 && bytes[i + 1] == 0x74 && bytes[i + 2] == 0x22 && bytes[i + 3] == 0x3A {
+                    var value: UInt64 = 0
+                    var j = i + 4
+                    while j < n, bytes[j] >= 48, bytes[j] <= 57 {
+                        value = value &* 10 &+ UInt64(bytes[j] - 48)
+                        j += 1
+                    }
+                    return j > i + 4 ? value : nil
                 }
-                return digits > 0 ? value : nil
+                i += 1
             }
-            utf8 = utf8[utf8.index(after: at)...]
+            return nil
         }
-        return nil
     }
 }
