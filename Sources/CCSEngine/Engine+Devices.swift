@@ -185,6 +185,9 @@ extension Engine {
             let sends = state.withLock { s -> [Send] in
                 guard s.online[token]?.link === link else { return [] }
                 s.online[token]?.loaded = true
+                if s.online[token]?.apnsStored == .unknown {
+                    s.online[token]?.apnsStored = stored.contains { $0.kind == .apnsNotification } ? .mayHold : .none
+                }
                 let unheld = stored.filter { $0.expiresAt > now }
                 return take(unheld, token: token, &s)
             }

@@ -135,7 +135,9 @@ extension Engine {
                 if !sends.isEmpty {
                     // The collapse is not called off with the write: an older message with this key
                     // held back (Doze) must go even when this one never reaches the disk.
-                    if let key = queued.collapseKey { committer.submit(.collapse(token: to, collapseKey: key)) }
+                    if let key = queued.collapseKey, needsCollapse(queued, token: to, s) {
+                        committer.submit(.collapse(token: to, collapseKey: key))
+                    }
                     committer.submit([.enqueue(queued, limits: nil)], ticket: early.ticket) { [self] error in
                         if error == nil { journal(.stored, queued) }
                         completion(outcome(storing: queued, error: error))
@@ -145,6 +147,7 @@ extension Engine {
                 // It went offline (or to sleep) in between: store it like any other message.
                 if message.timeToLive == 0 { return .dropped }
             }
+            if queued.kind == .apnsNotification { s.online[to]?.apnsStored = .mayHold }
             committer.submit(.enqueue(queued, limits: limits ?? storageLimits(token: to, senderID: senderID, now: now))) { [self] error in
                 if error == nil {
                     journal(.stored, queued)
@@ -160,6 +163,22 @@ extension Engine {
         case .dropped: completion(.accepted(token: to, deviceMessageID: nil))
         case .unregistered: completion(.refused(.unregistered(token: to)))
         }
+    }
+
+    /// Whether a message handed over live must still collapse older ones in the store. Always, but for
+    /// Apple's store-and-forward key of a single node's connected device that is known to hold no
+    /// other APNs notification: none was in its queue when it connected, none was stored since, and
+    /// every other one on the connection was confirmed before its write (a written one, or one whose
+    /// write may still be taken, is in flight until confirmed, and its own removal follows it then).
+    /// Every notification of a device streaming them submitted a collapse that found nothing: the
+    /// writer's largest work on the APNs path (docs/benchmarks.md).
+    func needsCollapse(_ m: QueuedMessage, token: String, _ s: State) -> Bool {
+        guard m.kind == .apnsNotification, m.collapseKey == Self.apnsStoreAndForwardKey, cluster == nil,
+              let online = s.online[token], online.apnsStored == .none else { return true }
+        for (id, other) in online.inFlight where id != m.deviceMessageID && other.message.kind == .apnsNotification {
+            guard let early = other.early, early.ticket.isCancelled else { return true }
+        }
+        return false
     }
 
     /// Whether a message for a device on another node may go there before it is written: one the app

@@ -111,6 +111,19 @@ public final class Engine: Sendable {
         /// Of those, the ones offered by another node and confirmed back to it: if their write is
         /// announced after all, this node removes them.
         var confirmedOffers = RecentIDs()
+        /// Whether the store may hold an APNs notification of this device that is not on this
+        /// connection (Apple's store-and-forward collapse would have to remove it).
+        var apnsStored = APNsStoredKnowledge.unknown
+    }
+
+    /// What this node knows of a connected device's stored APNs notifications (`Engine.needsAPNsCollapse`).
+    enum APNsStoredKnowledge {
+        /// Not yet: the queue as of connection time has not been read.
+        case unknown
+        /// The queue read at connection time held none, and none has been stored since.
+        case none
+        /// Some may be stored (read at connection, stored while connected): every newer one collapses.
+        case mayHold
     }
 
     /// The last `capacity` ids added, oldest forgotten first.

@@ -317,6 +317,9 @@ public final class WriteTicket: Sendable {
     /// Neither taken by the writer nor cancelled: the write has not reached the store (yet).
     public var isPending: Bool { state.load(ordering: .acquiring) == Self.pending }
 
+    /// Called off in time: the write never reaches the store.
+    public var isCancelled: Bool { state.load(ordering: .acquiring) == Self.cancelled }
+
     /// The writer's side: true if the write is still wanted (and now can no longer be cancelled).
     func take() -> Bool {
         state.compareExchange(expected: Self.pending, desired: Self.taken, ordering: .acquiringAndReleasing).exchanged
