@@ -32,7 +32,6 @@ public struct APNsNotification: Sendable, Equatable {
         self.deviceTokenHex = Self.hex(deviceToken)
     }
 
-
     static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []

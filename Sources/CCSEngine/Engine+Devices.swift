@@ -186,7 +186,7 @@ extension Engine {
                 guard s.online[token]?.link === link else { return [] }
                 s.online[token]?.loaded = true
                 if s.online[token]?.apnsStored == .unknown {
-                    s.online[token]?.apnsStored = stored.contains { $0.kind == .apnsNotification } ? .mayHold : .none
+                    s.online[token]?.apnsStored = stored.contains { $0.kind == .apnsNotification } ? .mayHold : .holdsNone
                 }
                 let unheld = stored.filter { $0.expiresAt > now }
                 return take(unheld, token: token, &s)

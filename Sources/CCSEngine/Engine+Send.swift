@@ -174,7 +174,7 @@ extension Engine {
     /// writer's largest work on the APNs path (docs/benchmarks.md).
     func needsCollapse(_ m: QueuedMessage, token: String, _ s: State) -> Bool {
         guard m.kind == .apnsNotification, m.collapseKey == Self.apnsStoreAndForwardKey, cluster == nil,
-              let online = s.online[token], online.apnsStored == .none else { return true }
+              let online = s.online[token], online.apnsStored == .holdsNone else { return true }
         for (id, other) in online.inFlight where id != m.deviceMessageID && other.message.kind == .apnsNotification {
             guard let early = other.early, early.ticket.isCancelled else { return true }
         }

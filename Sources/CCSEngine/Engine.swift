@@ -116,12 +116,12 @@ public final class Engine: Sendable {
         var apnsStored = APNsStoredKnowledge.unknown
     }
 
-    /// What this node knows of a connected device's stored APNs notifications (`Engine.needsAPNsCollapse`).
+    /// What this node knows of a connected device's stored APNs notifications (`Engine.needsCollapse`).
     enum APNsStoredKnowledge {
         /// Not yet: the queue as of connection time has not been read.
         case unknown
         /// The queue read at connection time held none, and none has been stored since.
-        case none
+        case holdsNone
         /// Some may be stored (read at connection, stored while connected): every newer one collapses.
         case mayHold
     }
