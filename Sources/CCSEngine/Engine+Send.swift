@@ -209,7 +209,7 @@ extension Engine {
                 // has it), after this commit in the writer's order.
                 let confirmed = state.withLock { s -> Bool in
                     guard let o = s.offered.removeValue(forKey: id) else { return false }
-                    if !o.confirmed && error == nil { s.writtenOffers.insert(id, token: queued.token) }
+                    if !o.confirmed && error == nil { s.writtenOffers.insert(id, queued.token) }
                     return o.confirmed
                 }
                 if confirmed && error == nil { committer.submit(.removeMessage(token: queued.token, deviceMessageID: id)) }

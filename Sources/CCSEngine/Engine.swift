@@ -107,10 +107,10 @@ public final class Engine: Sendable {
         var inFlight: [String: InFlightDownstream] = [:]
         /// The newest messages the device ACKed on this connection: a queue read before their removal
         /// commits, or another node's announcement of one, must not hand them over again.
-        var confirmed = RecentIDs()
+        var confirmed = RecentIDs(capacity: Engine.confirmationsKept)
         /// Of those, the ones offered by another node and confirmed back to it: if their write is
         /// announced after all, this node removes them.
-        var confirmedOffers = RecentIDs()
+        var confirmedOffers = RecentIDs(capacity: Engine.confirmationsKept)
         /// Whether the store may hold an APNs notification of this device that is not on this
         /// connection (Apple's store-and-forward collapse would have to remove it).
         var apnsStored = APNsStoredKnowledge.unknown
@@ -126,20 +126,32 @@ public final class Engine: Sendable {
         case mayHold
     }
 
-    /// The last `capacity` ids added, oldest forgotten first.
-    struct RecentIDs {
-        static let capacity = 256
+    /// The newest `capacity` ids added, each with a value, oldest forgotten first (an id added again
+    /// keeps its place).
+    struct RecentMap<Value: Sendable>: Sendable {
+        let capacity: Int
         private var order = Deque<String>()
-        private var members = Set<String>()
+        private var values: [String: Value] = [:]
 
-        func contains(_ id: String) -> Bool { members.contains(id) }
+        init(capacity: Int) { self.capacity = capacity }
 
-        mutating func insert(_ id: String) {
-            guard members.insert(id).inserted else { return }
+        func contains(_ id: String) -> Bool { values[id] != nil }
+
+        mutating func insert(_ id: String, _ value: Value) {
+            guard values.updateValue(value, forKey: id) == nil else { return }
             order.append(id)
-            if order.count > Self.capacity, let oldest = order.popFirst() { members.remove(oldest) }
+            if order.count > capacity, let oldest = order.popFirst() { values[oldest] = nil }
         }
+
+        /// The value of `id` if it is here; it is forgotten.
+        mutating func take(_ id: String) -> Value? { values.removeValue(forKey: id) }
     }
+
+    /// Ids alone.
+    typealias RecentIDs = RecentMap<Void>
+
+    /// Confirmations remembered per connection (`OnlineDevice.confirmed`, `confirmedOffers`).
+    static let confirmationsKept = 256
 
     struct SentOutbound {
         var record: OutboundRecord
@@ -217,8 +229,8 @@ public final class Engine: Sendable {
         /// confirmation calls the write off and answers the sender (Engine+Cluster.swift).
         var offered: [String: Offered] = [:]
         /// Offered messages whose write committed before any confirmation came: a confirmation that
-        /// comes later removes them (the newest `WrittenOffers.capacity`).
-        var writtenOffers = WrittenOffers()
+        /// comes later removes them (the newest `writtenOffersKept`).
+        var writtenOffers = RecentMap<String>(capacity: Engine.writtenOffersKept)
     }
 
     struct Offered {
@@ -228,24 +240,11 @@ public final class Engine: Sendable {
         var confirmed = false
     }
 
-    /// Device message id → token of the newest offered messages that were written unconfirmed.
-    struct WrittenOffers {
-        /// Enough for the confirmations of several seconds at the highest rate measured (about
-        /// 20,000 messages a second across nodes): a confirmation comes within the live-write delay
-        /// plus a round trip, or its device has left and confirms nothing.
-        static let capacity = 65_536
-        private var order = Deque<String>()
-        private var tokens: [String: String] = [:]
-
-        mutating func insert(_ id: String, token: String) {
-            guard tokens.updateValue(token, forKey: id) == nil else { return }
-            order.append(id)
-            if order.count > Self.capacity, let oldest = order.popFirst() { tokens[oldest] = nil }
-        }
-
-        /// The token of `id` if it is here; it is forgotten (its removal is being submitted).
-        mutating func take(_ id: String) -> String? { tokens.removeValue(forKey: id) }
-    }
+    /// Device message id → token of the newest offered messages that were written unconfirmed. Enough
+    /// for the confirmations of several seconds at the highest rate measured (about 20,000 messages a
+    /// second across nodes): a confirmation comes within the live-write delay plus a round trip, or its
+    /// device has left and confirms nothing.
+    static let writtenOffersKept = 65_536
 
     struct LiveUpstream {
         let ticket: WriteTicket
@@ -372,4 +371,8 @@ extension String {
         while let l = s.last, l.isWhitespace { s.removeLast() }
         return String(s)
     }
+}
+
+extension Engine.RecentMap where Value == Void {
+    mutating func insert(_ id: String) { insert(id, ()) }
 }
