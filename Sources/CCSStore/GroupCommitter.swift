@@ -1,6 +1,5 @@
 import Foundation
 import Locking
-import Synchronization
 
 /// Batches writes into few transactions, so that durability does not cost throughput.
 ///
@@ -118,8 +117,18 @@ public final class GroupCommitter: Sendable {
     /// queued before it are then written at once instead of after their delay.
     public func submit(_ ops: [StoreOp], ticket: WriteTicket? = nil, urgent: Bool = false,
                        completion: Completion? = nil) {
-        let at = ticket == nil ? 0 : DispatchTime.now().uptimeNanoseconds
-        enqueue(.write(ops, completion, ticket, at: at, urgent: urgent), orElse: { completion?(StoreStopped()) })
+        guard let ticket else {
+            enqueue(.write(ops, completion, nil, at: 0, urgent: urgent), orElse: { completion?(StoreStopped()) })
+            return
+        }
+        // The ticket holds the write until the writer takes it or the caller calls it off; the queue
+        // holds only the ticket. A write called off is then released where it was called off (the
+        // event loop that allocated it), not by the writer thread: freeing another thread's memory
+        // took glibc's arena lock per block, and the loop waited on it (a tenth of its samples on the
+        // APNs path, docs/benchmarks.md).
+        ticket.hold(ops, completion)
+        enqueue(.write([], nil, ticket, at: DispatchTime.now().uptimeNanoseconds, urgent: urgent),
+                orElse: { if let held = ticket.take() { held.completion?(StoreStopped()) } })
     }
 
     /// `submit` for callers that hold a lock the completion takes: when the committer has stopped it
@@ -259,13 +268,14 @@ public final class GroupCommitter: Sendable {
             var index = head
             scan: while index < queue.count {
                 switch queue[index] {
-                case .write(let ops, let completion, let ticket, let at, _):
+                case .write(var ops, var completion, let ticket, let at, _):
                     if let ticket {
                         if index > lastUrgent, ticket.isPending, at &+ cancellableDelayNanos > now {
                             deadline = at &+ cancellableDelayNanos  // not yet: it may still be called off
                             break scan
                         }
-                        if !ticket.take() { index += 1; calledOff += 1; continue } // called off
+                        guard let held = ticket.take() else { index += 1; calledOff += 1; continue } // called off
+                        (ops, completion) = (held.ops, held.completion)
                         ticketed += 1
                     }
                     if batch.count + ops.count > maxBatch { flush() }
@@ -302,27 +312,61 @@ public final class GroupCommitter: Sendable {
 /// A handle on one submitted write that may be called off until the writer takes it. The engine uses
 /// it for a message handed to an online device at once: if the device confirms it before the write
 /// is taken, the message never needs to touch the disk (it is delivered; nothing is left to lose).
+/// The ticket holds the write's ops and completion while it is pending; whoever ends that (the writer
+/// taking it, a caller calling it off) takes them, so they are released on that thread.
 public final class WriteTicket: Sendable {
-    private static let pending: UInt8 = 0, taken: UInt8 = 1, cancelled: UInt8 = 2
-    private let state = Atomic<UInt8>(WriteTicket.pending)
+    struct Held: Sendable {
+        let ops: [StoreOp]
+        let completion: GroupCommitter.Completion?
+    }
+
+    private enum Phase: Sendable {
+        case pending(Held?)
+        case taken
+        case cancelled
+    }
+
+    private let phase = Locked(Phase.pending(nil))
 
     public init() {}
 
     /// True when the write was called off in time: it will never be applied and its completion will
     /// never run. False when the writer has already taken it (it is, or is being, committed).
     public func cancel() -> Bool {
-        state.compareExchange(expected: Self.pending, desired: Self.cancelled, ordering: .acquiringAndReleasing).exchanged
+        let (won, held) = phase.withLock { p -> (Bool, Held?) in
+            guard case .pending(let held) = p else { return (false, nil) }
+            p = .cancelled
+            return (true, held)
+        }
+        withExtendedLifetime(held) {}  // released here, outside the lock, on the caller's thread
+        return won
     }
 
     /// Neither taken by the writer nor cancelled: the write has not reached the store (yet).
-    public var isPending: Bool { state.load(ordering: .acquiring) == Self.pending }
+    public var isPending: Bool { phase.withLock { if case .pending = $0 { true } else { false } } }
 
     /// Called off in time: the write never reaches the store.
-    public var isCancelled: Bool { state.load(ordering: .acquiring) == Self.cancelled }
+    public var isCancelled: Bool { phase.withLock { if case .cancelled = $0 { true } else { false } } }
 
-    /// The writer's side: true if the write is still wanted (and now can no longer be cancelled).
-    func take() -> Bool {
-        state.compareExchange(expected: Self.pending, desired: Self.taken, ordering: .acquiringAndReleasing).exchanged
+    /// The submitter's side: the write to apply when the writer takes it. Called off already: dropped.
+    func hold(_ ops: [StoreOp], _ completion: GroupCommitter.Completion?) {
+        let dropped = phase.withLock { p -> Held? in
+            let held = Held(ops: ops, completion: completion)
+            guard case .pending = p else { return held }
+            p = .pending(held)
+            return nil
+        }
+        withExtendedLifetime(dropped) {}
+    }
+
+    /// The writer's side: the write, if it is still wanted (it can then no longer be cancelled); nil
+    /// when it was called off.
+    func take() -> Held? {
+        phase.withLock { p -> Held? in
+            guard case .pending(let held) = p else { return nil }
+            p = .taken
+            return held ?? Held(ops: [], completion: nil)
+        }
     }
 }
 

@@ -238,6 +238,33 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         #expect(!completionRan)
     }
 
+    /// What a called-off write held is released by the thread that calls it off, at once: the writer
+    /// thread freeing the event loop's memory contended for its allocator's lock (docs/benchmarks.md).
+    @Test(arguments: Backend.available) func aCalledOffWriteIsReleasedByWhoeverCallsItOff(_ backend: Backend) throws {
+        final class Releases: Sendable {
+            let threads = Locked<[pthread_t]>([])
+        }
+        final class Held: Sendable {
+            let releases: Releases
+            init(_ releases: Releases) { self.releases = releases }
+            deinit { releases.threads.withLock { $0.append(pthread_self()) } }
+        }
+        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .seconds(60))
+        let releases = Releases()
+        let ticket = WriteTicket()
+        do {
+            let held = Held(releases)
+            committer.submit([.enqueue(message("t", "early"), limits: nil)], ticket: ticket) { _ in
+                withExtendedLifetime(held) {}
+            }
+        }
+        #expect(releases.threads.withLock { $0 }.isEmpty)  // the ticket holds the write (and its completion)
+        #expect(ticket.cancel())
+        #expect(releases.threads.withLock { $0 }.map { pthread_equal($0, pthread_self()) != 0 } == [true])
+        committer.shutdownBlocking()
+        #expect(committer.statistics.cancellableCalledOff == 1)
+    }
+
     @Test(arguments: Backend.available) func aDelayedWriteKeepsItsPlaceAndIsCommittedWhenNotCancelled(_ backend: Backend) async throws {
         let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .milliseconds(50))
         let ticket = WriteTicket()
