@@ -194,7 +194,7 @@ let package = Package(
             .product(name: "X509", package: "swift-certificates"),
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
-        .testTarget(name: "CCSProtocolTests", dependencies: ["CCSProtocol"]),
+        .testTarget(name: "CCSProtocolTests", dependencies: ["CCSProtocol", "PushDomain"]),
         .testTarget(name: "FaultInjectionTests", dependencies: ["FaultInjection", "CCSProtocol"]),
         .testTarget(name: "AppServerAuditTests", dependencies: ["AppServerAudit"]),
         .testTarget(name: "ConformanceRunnerTests", dependencies: ["ConformanceRunner", "AppServerAudit", "PushDomain"]),

@@ -134,10 +134,15 @@ public struct APNsFrameDecoder: Sendable {
         if payload.count > payloadLimit { return reject(.invalidPayloadSize) }
         // Not a JSON object with an `aps` object: there is no notification to show (status 4 is this
         // emulator's choice; Apple's answer to such a payload is not on record, docs/apns.md).
-        guard let json = try? JSONValue.parse(String(decoding: payload, as: UTF8.self)),
-              json["aps"]?.objectValue != nil else { return reject(.missingPayload) }
+        // Most payloads are checked without being parsed, and go to the device as they were sent.
+        var parsed: JSONValue? = nil
+        if !JSONText.isEmbeddableObject(payload, withObjectAt: "aps") {
+            guard let json = try? JSONValue.parse(String(decoding: payload, as: UTF8.self)),
+                  json["aps"]?.objectValue != nil else { return reject(.missingPayload) }
+            parsed = json
+        }
         return .notification(APNsNotification(command: command, identifier: identifier, expiry: expiry,
                                               priority: priority, deviceToken: token, payload: payload,
-                                              payloadJSON: json))
+                                              parsedPayload: parsed))
     }
 }

@@ -2,7 +2,8 @@ import PushDomain
 
 extension APNsNotification {
     /// The canonical message: the payload and Apple's headers as HTTP v1's `apns` block holds them
-    /// (so the platforms' rendering can treat both alike), priority 10 → high, 5 → normal, and the
+    /// (so the platforms' rendering can treat both alike; a payload passed on as sent is
+    /// `apnsPayloadText` instead of `payload` there), priority 10 → high, 5 → normal, and the
     /// expiry as a time to live: 0 (or a time already past) is "now or never"; command 0 carries none
     /// and is kept as long as any message (four weeks, this emulator's ceiling for every API).
     public func message(nowMillis: Int64) -> Message {
@@ -16,8 +17,14 @@ extension APNsNotification {
         }
         var headers: [String: JSONValue] = ["apns-priority": .string(String(priority))]
         if let expiry { headers["apns-expiration"] = .string(String(expiry)) }
+        guard let parsedPayload else {
+            var message = Message(messageID: String(identifier), priority: priority == 10 ? .high : .normal,
+                                  timeToLive: timeToLive, apns: .object(["headers": .object(headers)]))
+            message.apnsPayloadText = String(decoding: payload, as: UTF8.self)
+            return message
+        }
         return Message(messageID: String(identifier), priority: priority == 10 ? .high : .normal,
                        timeToLive: timeToLive,
-                       apns: .object(["headers": .object(headers), "payload": payloadJSON]))
+                       apns: .object(["headers": .object(headers), "payload": parsedPayload]))
     }
 }

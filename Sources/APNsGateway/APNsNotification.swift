@@ -14,21 +14,26 @@ public struct APNsNotification: Sendable, Equatable {
     public let deviceToken: [UInt8]
     /// The JSON object (with an `aps` object) exactly as sent.
     public var payload: [UInt8]
+    /// `payload` parsed by the gateway: only when it cannot be passed on as it was sent
+    /// (`JSONText.isEmbeddableObject`), and is then encoded anew for the device.
+    public var parsedPayload: JSONValue?
     /// `payload`, parsed.
-    public var payloadJSON: JSONValue
+    public var payloadJSON: JSONValue {
+        parsedPayload ?? (try? JSONValue.parse(String(decoding: payload, as: UTF8.self))) ?? .object([:])
+    }
     /// The token as iOS shows it to the app: 64 lower-case hex digits (made once: the gateway's
     /// checks, the activity window and the target all name it).
     public let deviceTokenHex: String
 
     public init(command: APNsCommand, identifier: UInt32, expiry: UInt32?, priority: UInt8, deviceToken: [UInt8],
-                payload: [UInt8], payloadJSON: JSONValue) {
+                payload: [UInt8], parsedPayload: JSONValue?) {
         self.command = command
         self.identifier = identifier
         self.expiry = expiry
         self.priority = priority
         self.deviceToken = deviceToken
         self.payload = payload
-        self.payloadJSON = payloadJSON
+        self.parsedPayload = parsedPayload
         self.deviceTokenHex = Self.hex(deviceToken)
     }
 

@@ -74,7 +74,11 @@ extension Engine {
         fields.add("from", "apns")
         fields.add("message_id", deviceMessageID)
         fields.add("message_type", "apns")
-        fields.add("payload", json: m.apns?["payload"] ?? .object([:]))
+        if let text = m.apnsPayloadText {
+            fields.add("payload", rawJSON: text)
+        } else {
+            fields.add("payload", json: m.apns?["payload"] ?? .object([:]))
+        }
         fields.add("sent_time", now)
         fields.add("ttl", Int64(m.timeToLive))
         return QueuedMessage(token: token, deviceMessageID: deviceMessageID, senderID: bundleID,

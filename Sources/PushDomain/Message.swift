@@ -34,6 +34,10 @@ public struct Message: Sendable, Equatable {
     /// HTTP v1's per-platform blocks, kept as sent so that each platform can render its own view.
     public var android: JSONValue?
     public var apns: JSONValue?
+    /// An APNs payload that is passed on as it was sent (the legacy binary gateway's, checked by
+    /// `JSONText.isEmbeddableObject`), in place of `apns["payload"]`: it is stored as it is rather than
+    /// parsed into `apns` and encoded again.
+    public var apnsPayloadText: String?
     public var webpush: JSONValue?
     /// HTTP v1's cross-platform `message.notification` / `message.data` as sent, kept only where
     /// `android`'s overrides changed them (`notification` and `data` above are what Android shows):

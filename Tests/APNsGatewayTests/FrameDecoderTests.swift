@@ -110,9 +110,18 @@ import Testing
         guard case .notification(let n)? = only(Frames.frame(id: 5, expiry: 1_700_000_600, priority: 5)) else { return }
         let m = n.message(nowMillis: 1_700_000_000_000)
         #expect(m.timeToLive == 600 && m.priority == .normal && m.messageID == "5")
-        #expect(m.apns?["payload"]?["aps"]?["alert"] == "Hello World!")
+        // The payload goes on as the provider wrote it, unparsed.
+        #expect(m.apnsPayloadText == String(decoding: Frames.payload, as: UTF8.self) && m.apns?["payload"] == nil)
+        #expect(n.parsedPayload == nil && n.payloadJSON["aps"]?["alert"] == "Hello World!")
         #expect(n.message(nowMillis: 1_800_000_000_000).timeToLive == 0)  // past: now or never
         guard case .notification(let simple)? = only(Frames.simple()) else { return }
         #expect(simple.message(nowMillis: 0).timeToLive == Message.maximumTimeToLive)
+        // One the parser must read (a raw tab in a string: JSON that embedded it would not be JSON)
+        // is parsed, and encoded anew for the device.
+        let tabbed = Array("{\"aps\":{\"alert\":\"a\tb\"}}".utf8)
+        guard case .notification(let parsed)? = only(Frames.frame(id: 6, payload: tabbed)) else { Issue.record("tab"); return }
+        #expect(parsed.parsedPayload?["aps"]?["alert"] == "a\tb")
+        #expect(parsed.message(nowMillis: 0).apns?["payload"]?["aps"]?["alert"] == "a\tb")
+        #expect(parsed.message(nowMillis: 0).apnsPayloadText == nil)
     }
 }

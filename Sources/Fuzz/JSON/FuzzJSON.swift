@@ -5,10 +5,14 @@ import FuzzSupport
 import Foundation
 import PushDomain
 
-/// The JSON parser every front end uses.
+/// The JSON parser every front end uses, and the check that lets a payload through without it
+/// (`JSONText`): whatever that check passes, the parser must accept with an object under the key.
 enum Target {
     static func run(_ bytes: UnsafeRawBufferPointer) {
-        _ = try? JSONValue.parse(String(decoding: bytes, as: UTF8.self))
+        let parsed = try? JSONValue.parse(String(decoding: bytes, as: UTF8.self))
+        if JSONText.isEmbeddableObject(bytes.assumingMemoryBound(to: UInt8.self), withObjectAt: "aps") {
+            precondition(parsed?["aps"]?.objectValue != nil, "JSONText passed what the parser refuses")
+        }
     }
 }
 

@@ -1,0 +1,225 @@
+/// JSON text that can be kept as it was sent: checked byte by byte, without building a `JSONValue`.
+///
+/// A payload that is only passed on (an APNs gateway frame's payload, stored for the device as the
+/// provider wrote it) needs to be known to be JSON, not parsed into a tree and encoded again: that
+/// round trip was a fifth of the event loop's time per APNs notification (docs/benchmarks.md).
+public enum JSONText {
+    /// Whether `bytes` are one JSON object, with an object under `key` (the last one, if the key is
+    /// repeated, as `JSONValue.parse` keeps it), that `JSONValue.parse` accepts, and that other JSON
+    /// text may embed as it is: valid UTF-8, no raw control character in a string, no escaped lone
+    /// surrogate (the parser would make it U+FFFD), no number the parser refuses as out of range.
+    ///
+    /// False does not mean the text is invalid: parse it then (an escape in a key of the outer object,
+    /// a raw tab in a string, … go that slower way, which decides exactly as before).
+    public static func isEmbeddableObject(_ bytes: UnsafeBufferPointer<UInt8>, withObjectAt key: StaticString) -> Bool {
+        var scanner = Scanner(bytes: bytes)
+        return scanner.document(key: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
+    }
+
+    public static func isEmbeddableObject(_ bytes: [UInt8], withObjectAt key: StaticString) -> Bool {
+        bytes.withUnsafeBufferPointer { isEmbeddableObject($0, withObjectAt: key) }
+    }
+
+    /// The parser's grammar (`JSONParser`), checking instead of building. Every method returns false
+    /// where the parser would throw or would change the text.
+    private struct Scanner {
+        let bytes: UnsafeBufferPointer<UInt8>
+        var index = 0
+        var depth = 0
+        /// A byte of 0x80 or more was seen: the whole text is checked as UTF-8 at the end.
+        var nonASCII = false
+
+        mutating func document(key: UnsafeBufferPointer<UInt8>) -> Bool {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { return false }
+            guard topObject(key: key) else { return false }
+            skipWhitespace()
+            guard index == bytes.count else { return false }
+            if nonASCII, String(validating: bytes, as: UTF8.self) == nil { return false }
+            return true
+        }
+
+        /// The outer object: as `object()`, noting whether the last member named `key` is an object.
+        mutating func topObject(key: UnsafeBufferPointer<UInt8>) -> Bool {
+            depth = 1
+            index += 1  // {
+            var keyIsObject = false
+            skipWhitespace()
+            if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return false }
+            while true {
+                skipWhitespace()
+                guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return false }
+                let start = index + 1
+                guard let escaped = string() else { return false }
+                // A key with an escape might spell `key`: let the parser decide.
+                if escaped { return false }
+                let isKey = index - 1 - start == key.count
+                    && UnsafeBufferPointer(rebasing: bytes[start..<(index - 1)]).elementsEqual(key)
+                skipWhitespace()
+                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return false }
+                index += 1
+                skipWhitespace()
+                if isKey { keyIsObject = index < bytes.count && bytes[index] == UInt8(ascii: "{") }
+                guard value() else { return false }
+                skipWhitespace()
+                guard index < bytes.count else { return false }
+                if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+                if bytes[index] == UInt8(ascii: "}") { index += 1; break }
+                return false
+            }
+            depth = 0
+            return keyIsObject
+        }
+
+        mutating func skipWhitespace() {
+            while index < bytes.count {
+                switch bytes[index] {
+                case 0x20, 0x09, 0x0A, 0x0D: index += 1
+                default: return
+                }
+            }
+        }
+
+        mutating func value() -> Bool {
+            guard index < bytes.count else { return false }
+            switch bytes[index] {
+            case UInt8(ascii: "{"): return container(close: UInt8(ascii: "}"), members: true)
+            case UInt8(ascii: "["): return container(close: UInt8(ascii: "]"), members: false)
+            case UInt8(ascii: "\""): return string() != nil
+            case UInt8(ascii: "t"): return literal("true")
+            case UInt8(ascii: "f"): return literal("false")
+            case UInt8(ascii: "n"): return literal("null")
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return number()
+            default: return false
+            }
+        }
+
+        mutating func literal(_ text: StaticString) -> Bool {
+            let utf8 = UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
+            for byte in utf8 {
+                guard index < bytes.count, bytes[index] == byte else { return false }
+                index += 1
+            }
+            return true
+        }
+
+        /// An object (`members`: "key": value pairs) or an array, nested no deeper than the parser allows.
+        mutating func container(close: UInt8, members: Bool) -> Bool {
+            depth += 1
+            if depth > JSONParser.maximumDepth { return false }
+            index += 1
+            skipWhitespace()
+            if index < bytes.count, bytes[index] == close { index += 1; depth -= 1; return true }
+            while true {
+                skipWhitespace()
+                if members {
+                    guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), string() != nil else { return false }
+                    skipWhitespace()
+                    guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return false }
+                    index += 1
+                    skipWhitespace()
+                }
+                guard value() else { return false }
+                skipWhitespace()
+                guard index < bytes.count else { return false }
+                if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+                if bytes[index] == close { index += 1; break }
+                return false
+            }
+            depth -= 1
+            return true
+        }
+
+        /// A string from its opening quote: nil where the parser throws or would change it; else
+        /// whether it held an escape.
+        mutating func string() -> Bool? {
+            index += 1  // "
+            var escaped = false
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "\"") { index += 1; return escaped }
+                if byte < 0x20 { return nil }        // the parser takes it; JSON that embeds it would not be JSON
+                if byte >= 0x80 { nonASCII = true }
+                index += 1
+                guard byte == UInt8(ascii: "\\") else { continue }
+                escaped = true
+                guard index < bytes.count else { return nil }
+                let escape = bytes[index]
+                index += 1
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                     UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    continue
+                case UInt8(ascii: "u"):
+                    guard let unit = hex4() else { return nil }
+                    if (0xDC00...0xDFFF).contains(unit) { return nil }   // a lone low surrogate
+                    if (0xD800...0xDBFF).contains(unit) {
+                        // Only a high surrogate followed by a low one stays as it is.
+                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
+                              bytes[index + 1] == UInt8(ascii: "u") else { return nil }
+                        index += 2
+                        guard let low = hex4(), (0xDC00...0xDFFF).contains(low) else { return nil }
+                    }
+                default:
+                    return nil
+                }
+            }
+            return nil
+        }
+
+        mutating func hex4() -> UInt32? {
+            var value: UInt32 = 0
+            for _ in 0..<4 {
+                guard index < bytes.count else { return nil }
+                let byte = bytes[index]
+                let digit: UInt32
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
+                default: return nil
+                }
+                value = value << 4 | digit
+                index += 1
+            }
+            return value
+        }
+
+        mutating func number() -> Bool {
+            let start = index
+            var plain = true  // no fraction, no exponent
+            if bytes[index] == UInt8(ascii: "-") { index += 1 }
+            guard index < bytes.count else { return false }
+            if bytes[index] == UInt8(ascii: "0") {
+                index += 1
+            } else if isDigit(bytes[index]) {
+                while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+            } else {
+                return false
+            }
+            if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+                plain = false
+                index += 1
+                guard index < bytes.count, isDigit(bytes[index]) else { return false }
+                while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+            }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+                plain = false
+                index += 1
+                if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+                guard index < bytes.count, isDigit(bytes[index]) else { return false }
+                while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+            }
+            // Up to 18 digits without fraction or exponent is an Int64; anything else is in range
+            // exactly when the parser's own conversion to Double is finite.
+            if plain && index - start <= 18 { return true }
+            let literal = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+            return Double(literal)?.isFinite == true
+        }
+
+        @inline(__always)
+        func isDigit(_ byte: UInt8) -> Bool {
+            byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
+        }
+    }
+}
