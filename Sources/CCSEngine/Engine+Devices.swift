@@ -316,16 +316,25 @@ extension Engine {
     func deviceAcknowledgedNow(token: String, deviceMessageID: String) {
         let now = clock.nowMillis()
         // One critical section and one lookup of the online entry (changed in place through its index).
-        let found: (InFlightDownstream, app: String?, apnsToken: String?)? = state.withLock { s in
+        let found: (InFlightDownstream, app: String?, apnsToken: String?, calledOff: Bool)? = state.withLock { s in
             guard let at = s.online.index(forKey: token),
                   let entry = s.online.values[at].inFlight.removeValue(forKey: deviceMessageID) else { return nil }
-            s.online.values[at].confirmed.insert(deviceMessageID)
+            // Confirmed before its write was taken: the write is called off, here, so that it is known
+            // now that the store never holds the message. Not for a notification bound for the tray
+            // and a message with a receipt, whose removal must commit together with the tray entry or
+            // the receipt (a crash never keeps one without the other).
+            let calledOff = entry.offeredBy == nil && !entry.toTray && !entry.message.deliveryReceiptRequested
+                && entry.early?.ticket.cancel() == true
+            // Only a message the store may hold (or another node may announce) can be handed over
+            // again on this connection: a backlog read or a commit's hand-over after this confirmation
+            // must find it here. One never written cannot come back, and is not remembered.
+            if !calledOff { s.online.values[at].confirmed.insert(deviceMessageID) }
             if entry.offeredBy != nil { s.online.values[at].confirmedOffers.insert(deviceMessageID) }
             let needsDevice = entry.message.deliveryReceiptRequested || entry.message.kind == .apnsNotification
             let device = needsDevice ? s.devices[token] : nil
-            return (entry, entry.message.deliveryReceiptRequested ? device?.app : nil, device?.apnsToken)
+            return (entry, entry.message.deliveryReceiptRequested ? device?.app : nil, device?.apnsToken, calledOff)
         }
-        guard let (entry, app, apnsToken) = found else { return }
+        guard let (entry, app, apnsToken, calledOff) = found else { return }
         let m = entry.message
         journal(.deviceAcked, m, token: token)
         metrics?.deviceAcks.increment()
@@ -339,11 +348,9 @@ extension Engine {
             // nothing of it is stored here; that node calls its write off, or announces the commit and
             // this node then removes it (`take`).
             cluster?.confirmLive(deviceMessageID: deviceMessageID, to: node)
-        } else if !entry.toTray, !m.deliveryReceiptRequested, let early = entry.early, early.ticket.cancel() {
-            // Confirmed before its write was taken: it never reaches the disk, and the app server's
-            // ACK is due now (the message is delivered: nothing is left to lose). Not called off: a
-            // notification bound for the tray and a message with a receipt, whose removal must commit
-            // together with the tray entry or the receipt (a crash never keeps one without the other).
+        } else if calledOff, let early = entry.early {
+            // It never reaches the disk, and the app server's ACK is due now (the message is
+            // delivered: nothing is left to lose).
             early.settle(.accepted(token: token, deviceMessageID: deviceMessageID))
         } else {
             ops.append(.removeMessage(token: token, deviceMessageID: deviceMessageID))
