@@ -178,9 +178,17 @@ struct JournalDatabase: Sendable {
     private static func same(_ a: UnsafeBufferPointer<UInt8>?, _ b: UnsafeBufferPointer<UInt8>?) -> Bool {
         switch (a, b) {
         case (nil, nil): return true
-        case (let a?, let b?): return a.elementsEqual(b)
+        case (let a?, let b?): return equal(a, b)
         default: return false
         }
+    }
+
+    /// `memcmp`: the generic `elementsEqual` compared 150-byte tokens a byte at a time, a fifth of
+    /// what the writer spent grouping a batch.
+    static func equal(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard a.count == b.count else { return false }
+        guard let x = a.baseAddress, let y = b.baseAddress else { return true }
+        return memcmp(x, y, a.count) == 0
     }
 
     /// The token's number, given the first time it is seen (inside the caller's write transaction).
@@ -188,7 +196,7 @@ struct JournalDatabase: Sendable {
     /// hashing 150 bytes through `Hasher` were most of what the writer spent outside SQLite.
     private func tokenID(_ token: UnsafeBufferPointer<UInt8>, _ db: Database) throws -> Int64 {
         let hash = TokenIDs.hash(token)
-        if let id = tokenIDs.ids.withLock({ ids in ids[hash]?.first(where: { $0.bytes.elementsEqual(token) })?.id }) {
+        if let id = tokenIDs.ids.withLock({ ids in ids[hash]?.first(where: { known in known.bytes.withUnsafeBufferPointer { Self.equal($0, token) } })?.id }) {
             return id
         }
         let text = String(decoding: token, as: UTF8.self)
