@@ -170,15 +170,7 @@ public enum JSONText {
         mutating func hex4() -> UInt32? {
             var value: UInt32 = 0
             for _ in 0..<4 {
-                guard index < bytes.count else { return nil }
-                let byte = bytes[index]
-                let digit: UInt32
-                switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
-                default: return nil
-                }
+                guard index < bytes.count, let digit = JSONParser.hexDigit(bytes[index]) else { return nil }
                 value = value << 4 | digit
                 index += 1
             }

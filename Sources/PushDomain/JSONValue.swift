@@ -318,17 +318,22 @@ struct JSONParser {
         throw unexpected()
     }
 
+    /// A hex digit's value (for `\\uXXXX`; `JSONText` reads them the same way).
+    static func hexDigit(_ byte: UInt8) -> UInt32? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(byte - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt32(byte - UInt8(ascii: "a") + 10)
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt32(byte - UInt8(ascii: "A") + 10)
+        default: nil
+        }
+    }
+
     private mutating func parseHex4() throws(JSONParseError) -> UInt32 {
         var value: UInt32 = 0
         for _ in 0..<4 {
             guard index < bytes.count else { throw unexpected() }
-            let byte = bytes[index]
-            let digit: UInt32
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
-            default: throw JSONParseError(reason: "Invalid \\u escape", position: index)
+            guard let digit = Self.hexDigit(bytes[index]) else {
+                throw JSONParseError(reason: "Invalid \\u escape", position: index)
             }
             value = value << 4 | digit
             index += 1
