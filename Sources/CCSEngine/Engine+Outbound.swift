@@ -213,28 +213,38 @@ extension Engine {
     /// the most free window (ties broken round-robin), never past the window, never to a draining one.
     func dispatchOutbound(sender: String, _ s: inout State) -> [Send] {
         guard s.outboundPending[sender]?.isEmpty == false else { return [] }
-        let ids = (s.connectionsBySender[sender] ?? []).filter { s.connections[$0]?.link.isDraining == false }
-        guard !ids.isEmpty else { return [] }
+        let window = configuration.maxUnackedOutbound
+        // Each connection's entry is read once per round, through its index: reading
+        // `s.connections[id]?.…` copied the whole entry (its link, its info, its in-flight map) for
+        // every connection and every message handed out.
+        var open: [(index: Dictionary<String, ConnectionEntry>.Index, free: Int)] = []
+        for id in s.connectionsBySender[sender] ?? [] {
+            guard let at = s.connections.index(forKey: id), !s.connections.values[at].link.isDraining else { continue }
+            open.append((at, window - s.connections.values[at].inFlight.count))
+        }
+        guard !open.isEmpty else { return [] }
         // Taken out of the map while it is worked on: a copy read from the map shares its storage, and
         // the first removal then copied the whole queue (per message handed out).
         var queue = s.outboundPending.removeValue(forKey: sender)!
-        let window = configuration.maxUnackedOutbound
         let now = clock.nowMillis()
         var batches: [String: [OutboundMessage]] = [:]
         s.roundRobin &+= 1
         while let next = queue.first {
-            var best: String?
+            var best = -1
             var bestFree = 0
-            for k in 0..<ids.count {
-                let id = ids[(k + s.roundRobin) % ids.count]
-                let free = window - (s.connections[id]?.inFlight.count ?? window)
-                if free > bestFree { best = id; bestFree = free }
+            for k in 0..<open.count {
+                let i = (k + s.roundRobin) % open.count
+                if open[i].free > bestFree { best = i; bestFree = open[i].free }
             }
-            guard let chosen = best else { break }
+            guard best >= 0 else { break }
+            let at = open[best].index
+            let chosen = s.connections.keys[at]
             // Expired ones are dropped by the tick, which tells the device; until then (and for TTL 0,
             // "now or never") a free window takes them.
             queue.removeFirst()
-            s.connections[chosen]?.inFlight[next.key] = SentOutbound(record: next, sentAt: now)
+            if s.connections.values[at].inFlight.updateValue(SentOutbound(record: next, sentAt: now), forKey: next.key) == nil {
+                open[best].free -= 1
+            }
             switch next.kind {
             case .upstream: metrics?.outboundUpstream.increment()
             case .receipt: metrics?.outboundReceipts.increment()
