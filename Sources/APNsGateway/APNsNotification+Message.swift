@@ -17,14 +17,11 @@ extension APNsNotification {
         }
         var headers: [String: JSONValue] = ["apns-priority": .string(String(priority))]
         if let expiry { headers["apns-expiration"] = .string(String(expiry)) }
-        guard let parsedPayload else {
-            var message = Message(messageID: String(identifier), priority: priority == 10 ? .high : .normal,
-                                  timeToLive: timeToLive, apns: .object(["headers": .object(headers)]))
-            message.apnsPayloadText = String(decoding: payload, as: UTF8.self)
-            return message
-        }
-        return Message(messageID: String(identifier), priority: priority == 10 ? .high : .normal,
-                       timeToLive: timeToLive,
-                       apns: .object(["headers": .object(headers), "payload": parsedPayload]))
+        var apns: [String: JSONValue] = ["headers": .object(headers)]
+        if let parsedPayload { apns["payload"] = parsedPayload }
+        var message = Message(messageID: String(identifier), priority: priority == 10 ? .high : .normal,
+                              timeToLive: timeToLive, apns: .object(apns))
+        if parsedPayload == nil { message.apnsPayloadText = String(decoding: payload, as: UTF8.self) }
+        return message
     }
 }

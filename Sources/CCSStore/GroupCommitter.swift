@@ -338,7 +338,7 @@ public final class WriteTicket: Sendable {
             p = .cancelled
             return (true, held)
         }
-        withExtendedLifetime(held) {}  // released here, outside the lock, on the caller's thread
+        withExtendedLifetime(held) {}  // released here, outside the ticket's lock, on the caller's thread
         return won
     }
 

@@ -28,47 +28,17 @@ public enum JSONText {
         var depth = 0
         /// A byte of 0x80 or more was seen: the whole text is checked as UTF-8 at the end.
         var nonASCII = false
+        /// Whether the outer object's last member named the watched key holds an object.
+        var keyIsObject = false
 
         mutating func document(key: UnsafeBufferPointer<UInt8>) -> Bool {
             skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { return false }
-            guard topObject(key: key) else { return false }
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "{"),
+                  container(close: UInt8(ascii: "}"), members: true, watching: key), keyIsObject else { return false }
             skipWhitespace()
             guard index == bytes.count else { return false }
             if nonASCII, String(validating: bytes, as: UTF8.self) == nil { return false }
             return true
-        }
-
-        /// The outer object: as `object()`, noting whether the last member named `key` is an object.
-        mutating func topObject(key: UnsafeBufferPointer<UInt8>) -> Bool {
-            depth = 1
-            index += 1  // {
-            var keyIsObject = false
-            skipWhitespace()
-            if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return false }
-            while true {
-                skipWhitespace()
-                guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return false }
-                let start = index + 1
-                guard let escaped = string() else { return false }
-                // A key with an escape might spell `key`: let the parser decide.
-                if escaped { return false }
-                let isKey = index - 1 - start == key.count
-                    && UnsafeBufferPointer(rebasing: bytes[start..<(index - 1)]).elementsEqual(key)
-                skipWhitespace()
-                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return false }
-                index += 1
-                skipWhitespace()
-                if isKey { keyIsObject = index < bytes.count && bytes[index] == UInt8(ascii: "{") }
-                guard value() else { return false }
-                skipWhitespace()
-                guard index < bytes.count else { return false }
-                if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-                if bytes[index] == UInt8(ascii: "}") { index += 1; break }
-                return false
-            }
-            depth = 0
-            return keyIsObject
         }
 
         mutating func skipWhitespace() {
@@ -104,7 +74,9 @@ public enum JSONText {
         }
 
         /// An object (`members`: "key": value pairs) or an array, nested no deeper than the parser allows.
-        mutating func container(close: UInt8, members: Bool) -> Bool {
+        /// `watching`: for the outer object, `keyIsObject` tells whether the last member named so
+        /// holds an object (the one the parser keeps when a key is repeated).
+        mutating func container(close: UInt8, members: Bool, watching key: UnsafeBufferPointer<UInt8>? = nil) -> Bool {
             depth += 1
             if depth > JSONParser.maximumDepth { return false }
             index += 1
@@ -113,11 +85,17 @@ public enum JSONText {
             while true {
                 skipWhitespace()
                 if members {
-                    guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), string() != nil else { return false }
+                    guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return false }
+                    let start = index + 1
+                    guard let escaped = string() else { return false }
+                    // A key with an escape might spell the watched key: let the parser decide.
+                    if key != nil && escaped { return false }
+                    let isKey = key.map { UnsafeBufferPointer(rebasing: bytes[start..<(index - 1)]).elementsEqual($0) } ?? false
                     skipWhitespace()
                     guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return false }
                     index += 1
                     skipWhitespace()
+                    if isKey { keyIsObject = index < bytes.count && bytes[index] == UInt8(ascii: "{") }
                 }
                 guard value() else { return false }
                 skipWhitespace()
@@ -179,39 +157,14 @@ public enum JSONText {
 
         mutating func number() -> Bool {
             let start = index
-            var plain = true  // no fraction, no exponent
-            if bytes[index] == UInt8(ascii: "-") { index += 1 }
-            guard index < bytes.count else { return false }
-            if bytes[index] == UInt8(ascii: "0") {
-                index += 1
-            } else if isDigit(bytes[index]) {
-                while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-            } else {
-                return false
-            }
-            if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
-                plain = false
-                index += 1
-                guard index < bytes.count, isDigit(bytes[index]) else { return false }
-                while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-            }
-            if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
-                plain = false
-                index += 1
-                if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
-                guard index < bytes.count, isDigit(bytes[index]) else { return false }
-                while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-            }
-            // Up to 18 digits without fraction or exponent is an Int64; anything else is in range
+            let scan = JSONParser.scanNumber(bytes, from: start)
+            index = scan.end
+            guard scan.valid else { return false }
+            // Up to 18 characters without fraction or exponent is an Int64; anything else is in range
             // exactly when the parser's own conversion to Double is finite.
-            if plain && index - start <= 18 { return true }
+            if scan.integral && index - start <= 18 { return true }
             let literal = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
             return Double(literal)?.isFinite == true
-        }
-
-        @inline(__always)
-        func isDigit(_ byte: UInt8) -> Bool {
-            byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
         }
     }
 }

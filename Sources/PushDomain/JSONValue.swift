@@ -367,39 +367,50 @@ struct JSONParser {
 
     private mutating func parseNumber() throws(JSONParseError) -> JSONValue {
         let start = index
-        if bytes[index] == UInt8(ascii: "-") { index += 1 }
-        guard index < bytes.count else { throw unexpected() }
-        if bytes[index] == UInt8(ascii: "0") {
-            index += 1
-        } else if isDigit(bytes[index]) {
-            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-        } else {
-            throw unexpected()
-        }
-        var integral = true
-        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
-            integral = false
-            index += 1
-            guard index < bytes.count, isDigit(bytes[index]) else { throw unexpected() }
-            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-        }
-        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
-            integral = false
-            index += 1
-            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
-            guard index < bytes.count, isDigit(bytes[index]) else { throw unexpected() }
-            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
-        }
+        let scan = Self.scanNumber(bytes, from: start)
+        index = scan.end
+        guard scan.valid else { throw unexpected() }
         let literal = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-        if integral, let int = Int64(literal) { return .int(int) }
+        if scan.integral, let int = Int64(literal) { return .int(int) }
         guard let double = Double(literal), double.isFinite else {
             throw JSONParseError(reason: "Number out of range (\(literal))", position: start)
         }
         return .double(double)
     }
 
+    /// A number literal from `start` (a `-` or a digit) by RFC 8259's grammar: where it ends, and
+    /// whether it is integral (no fraction, no exponent); not `valid`: `end` is where it breaks.
+    /// (`JSONText` checks numbers with it too.)
+    static func scanNumber(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> (end: Int, integral: Bool, valid: Bool) {
+        var index = start
+        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        guard index < bytes.count else { return (index, true, false) }
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+        } else if isDigit(bytes[index]) {
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        } else {
+            return (index, true, false)
+        }
+        var integral = true
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            integral = false
+            index += 1
+            guard index < bytes.count, isDigit(bytes[index]) else { return (index, false, false) }
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            integral = false
+            index += 1
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            guard index < bytes.count, isDigit(bytes[index]) else { return (index, false, false) }
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        return (index, integral, true)
+    }
+
     @inline(__always)
-    private func isDigit(_ byte: UInt8) -> Bool {
+    private static func isDigit(_ byte: UInt8) -> Bool {
         byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
     }
 }
