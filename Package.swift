@@ -225,7 +225,9 @@ let package = Package(
             .product(name: "X509", package: "swift-certificates"),
             .product(name: "SwiftASN1", package: "swift-asn1"),
         ]),
-        .testTarget(name: "MessageJournalTests", dependencies: ["MessageJournal", "PushDomain"]),
+        .testTarget(name: "MessageJournalTests", dependencies: [
+            "MessageJournal", "PushDomain", .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
         .testTarget(name: "DashboardTests", dependencies: [
             "Dashboard",
             .product(name: "Hummingbird", package: "hummingbird"),

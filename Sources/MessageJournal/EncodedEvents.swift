@@ -48,21 +48,104 @@ struct EncodedEvents {
         text.withUTF8 { utf8 in Self.appendText(utf8, to: &bytes) }
     }
 
-    /// The event's bytes without its message id and token, into `out`: an entry's blob, whose row
-    /// holds those two once (`View.event(messageID:token:)` puts them back).
-    static func appendStripped(_ e: View, to out: inout [UInt8]) {
-        appendHeader(seq: e.seq, at: e.at, kind: e.kind, api: e.api, to: &out)
-        for i in 0..<7 {
-            guard i != 0, i != 2, let text = View.text(at: i, of: e.texts) else {
-                appendLength(absent, to: &out)
-                continue
-            }
-            appendText(text, to: &out)
+    /// The event's bytes as a row's blob holds them (`RowFormat`), into `out`.
+    static func appendToRow(_ e: View, row: RowFormat, to out: inout [UInt8]) {
+        RowFormat.appendVarint(RowFormat.zigzag(e.seq &- row.seq), to: &out)
+        RowFormat.appendVarint(RowFormat.zigzag(e.at &- row.at), to: &out)
+        out.append(UInt8(kinds.firstIndex(of: e.kind)!))
+        out.append(e.api.map { UInt8(apis.firstIndex(of: $0)! + 1) } ?? 0)
+        var flags: UInt8 = 0
+        let sameSender = e.texts.1.map { sender in row.sender.map { JournalDatabase.equal($0, sender) } ?? false } ?? false
+        if sameSender { flags |= RowFormat.sameSender }
+        for (bit, i) in RowFormat.textIndices.enumerated() where View.text(at: i, of: e.texts) != nil && !(i == 1 && sameSender) {
+            flags |= 1 << bit
+        }
+        out.append(flags)
+        for (bit, i) in RowFormat.textIndices.enumerated() where flags & (1 << bit) != 0 {
+            let text = View.text(at: i, of: e.texts)!
+            RowFormat.appendVarint(UInt64(text.count), to: &out)
+            out.append(contentsOf: text)
         }
     }
 
-    // The format: seq and time (8 bytes each, little-endian), the kind's and the API's numbers (a
-    // byte each; API 0 is none), then seven texts, each a 4-byte length (all ones: none) and its bytes.
+    /// What a row's blob leaves out of its events: the row holds the message id and the token once,
+    /// and each event's seq, time and sender are kept against the row's first seq, first time and
+    /// sender. Three events of a delivered message were 187 bytes in the batch's format and are about
+    /// 15 here: half of what the journal wrote per message, and so of the writer's time in SQLite
+    /// and in the kernel (docs/benchmarks.md, sixth round).
+    ///
+    /// An event: its seq and time as differences from the row's (zigzag LEB128 varints), the kind's and
+    /// the API's numbers (a byte each), a byte of flags (bits 0–4: sender, topic, connection, client
+    /// message id and detail present; bit 5: the sender is the row's, not repeated), then each present
+    /// text as a varint length and its bytes.
+    struct RowFormat {
+        var seq: Int64
+        var at: Int64
+        var sender: UnsafeBufferPointer<UInt8>?
+
+        /// The event texts a row's blob can hold (`View.texts` positions): all but message id and token.
+        static let textIndices = [1, 3, 4, 5, 6]
+        static let sameSender: UInt8 = 1 << 5
+
+        static func zigzag(_ v: Int64) -> UInt64 { UInt64(bitPattern: (v << 1) ^ (v >> 63)) }
+        static func unzigzag(_ v: UInt64) -> Int64 { Int64(bitPattern: v >> 1) ^ -Int64(bitPattern: v & 1) }
+
+        static func appendVarint(_ value: UInt64, to out: inout [UInt8]) {
+            var v = value
+            while v >= 0x80 {
+                out.append(UInt8(truncatingIfNeeded: v) | 0x80)
+                v >>= 7
+            }
+            out.append(UInt8(v))
+        }
+    }
+
+    /// The events of a row's blob (`RowFormat`), with what the row holds once put back. A blob that
+    /// ends early or says more than it holds (a damaged file) gives the events read up to there.
+    static func events(inRow bytes: [UInt8], messageID: String, token: String?, seq: Int64, at: Int64,
+                       sender: String?) -> [JournalEvent] {
+        var all: [JournalEvent] = []
+        var i = 0
+        func byte() -> UInt8? {
+            guard i < bytes.count else { return nil }
+            defer { i += 1 }
+            return bytes[i]
+        }
+        func varint() -> UInt64? {
+            var v: UInt64 = 0
+            var shift: UInt64 = 0
+            while shift < 64, let b = byte() {
+                v |= UInt64(b & 0x7f) << shift
+                if b < 0x80 { return v }
+                shift += 7
+            }
+            return nil
+        }
+        while i < bytes.count {
+            guard let dSeq = varint(), let dAt = varint(), let kindByte = byte(), let apiByte = byte(),
+                  let flags = byte(), Int(kindByte) < kinds.count, Int(apiByte) <= apis.count else { break }
+            var texts: [String?] = Array(repeating: nil, count: 7)
+            var complete = true
+            for (bit, index) in RowFormat.textIndices.enumerated() where flags & (1 << bit) != 0 {
+                guard let n = varint(), n <= UInt64(bytes.count - i) else { complete = false; break }
+                texts[index] = String(decoding: bytes[i..<i + Int(n)], as: UTF8.self)
+                i += Int(n)
+            }
+            guard complete else { break }
+            if flags & RowFormat.sameSender != 0 { texts[1] = sender }
+            var e = JournalEvent(at: at &+ RowFormat.unzigzag(dAt), kind: kinds[Int(kindByte)], messageID: messageID,
+                                 sender: texts[1], token: token, topic: texts[3],
+                                 api: apiByte == 0 ? nil : apis[Int(apiByte) - 1], connection: texts[4],
+                                 clientMessageID: texts[5], detail: texts[6])
+            e.seq = seq &+ RowFormat.unzigzag(dSeq)
+            all.append(e)
+        }
+        return all
+    }
+
+    // The batch's format: seq and time (8 bytes each, little-endian), the kind's and the API's numbers
+    // (a byte each; API 0 is none), then seven texts, each a 4-byte length (all ones: none) and its
+    // bytes. Rows keep their events in `RowFormat`.
 
     private static func appendHeader(seq: Int64, at: Int64, kind: JournalEventKind, api: SendAPI?, to out: inout [UInt8]) {
         withUnsafeBytes(of: seq.littleEndian) { out.append(contentsOf: $0) }
@@ -118,50 +201,39 @@ struct EncodedEvents {
         }
     }
 
-    /// Reads events from bytes in this format (a batch, or an entry's blob read back).
+    /// Reads events from bytes in this format (a batch, or a row's blob from before `RowFormat`, which
+    /// the journal's migration reads). Bytes that end inside an event, or name a kind or API this
+    /// build does not have (a damaged file), end the reading there.
     static func parse(_ buffer: UnsafeBufferPointer<UInt8>, _ body: (View) throws -> Void) rethrows {
-        do {
-            var at = 0
-            func int() -> Int64 {
-                var v: Int64 = 0
-                withUnsafeMutableBytes(of: &v) { $0.copyMemory(from: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: buffer[at..<at + 8]))) }
-                at += 8
-                return Int64(littleEndian: v)
-            }
-            func length() -> UInt32 {
-                var v: UInt32 = 0
-                withUnsafeMutableBytes(of: &v) { $0.copyMemory(from: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: buffer[at..<at + 4]))) }
-                at += 4
-                return UInt32(littleEndian: v)
-            }
-            func text() -> UnsafeBufferPointer<UInt8>? {
-                let n = length()
-                if n == Self.absent { return nil }
-                defer { at += Int(n) }
-                return UnsafeBufferPointer(rebasing: buffer[at..<at + Int(n)])
-            }
-            while at < buffer.count {
-                let seq = int(), time = int()
-                let kind = Self.kinds[Int(buffer[at])]
-                let api = buffer[at + 1] == 0 ? nil : Self.apis[Int(buffer[at + 1]) - 1]
-                at += 2
-                let texts = (text(), text(), text(), text(), text(), text(), text())
-                try body(View(seq: seq, at: time, kind: kind, api: api, texts: texts))
-            }
+        var at = 0
+        func int() -> Int64? {
+            guard buffer.count - at >= 8 else { return nil }
+            var v: Int64 = 0
+            withUnsafeMutableBytes(of: &v) { $0.copyMemory(from: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: buffer[at..<at + 8]))) }
+            at += 8
+            return Int64(littleEndian: v)
         }
-    }
-
-    /// The events of an entry's blob, with the message id and token its row holds.
-    static func events(in bytes: [UInt8], messageID: String, token: String?) -> [JournalEvent] {
-        var all: [JournalEvent] = []
-        bytes.withUnsafeBufferPointer {
-            parse($0) { view in
-                var e = view.event
-                e.messageID = messageID
-                e.token = token
-                all.append(e)
-            }
+        /// nil: the bytes end here; .some(nil): no text.
+        func text() -> UnsafeBufferPointer<UInt8>?? {
+            guard buffer.count - at >= 4 else { return nil }
+            var v: UInt32 = 0
+            withUnsafeMutableBytes(of: &v) { $0.copyMemory(from: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: buffer[at..<at + 4]))) }
+            at += 4
+            let n = UInt32(littleEndian: v)
+            if n == Self.absent { return .some(nil) }
+            guard buffer.count - at >= Int(n) else { return nil }
+            defer { at += Int(n) }
+            return .some(UnsafeBufferPointer(rebasing: buffer[at..<at + Int(n)]))
         }
-        return all
+        while at < buffer.count {
+            guard let seq = int(), let time = int(), buffer.count - at >= 2,
+                  Int(buffer[at]) < Self.kinds.count, Int(buffer[at + 1]) <= Self.apis.count else { return }
+            let kind = Self.kinds[Int(buffer[at])]
+            let api = buffer[at + 1] == 0 ? nil : Self.apis[Int(buffer[at + 1]) - 1]
+            at += 2
+            guard let t0 = text(), let t1 = text(), let t2 = text(), let t3 = text(), let t4 = text(), let t5 = text(),
+                  let t6 = text() else { return }
+            try body(View(seq: seq, at: time, kind: kind, api: api, texts: (t0, t1, t2, t3, t4, t5, t6)))
+        }
     }
 }

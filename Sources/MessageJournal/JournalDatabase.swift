@@ -61,6 +61,31 @@ struct JournalDatabase: Sendable {
         migrator.registerMigration("v2: entries by last event") { db in
             try db.execute(sql: "CREATE INDEX journal_entry_by_last_seq ON journal_entry(last_seq)")
         }
+        // Event blobs from the batch's format to the row's (`EncodedEvents.RowFormat`), a thousand rows
+        // at a time (a statement must not update the table it is still reading).
+        migrator.registerMigration("v3: compact event blobs") { db in
+            var after = Int64.min
+            while true {
+                let rows = try Row.fetchAll(db, sql: """
+                    SELECT seq, first_at, sender, events FROM journal_entry WHERE seq > ? ORDER BY seq LIMIT 1000
+                    """, arguments: [after])
+                guard let last = rows.last else { break }
+                after = last[0]
+                let update = try db.cachedStatement(sql: "UPDATE journal_entry SET events = ? WHERE seq = ?")
+                for row in rows {
+                    let seq: Int64 = row[0], at: Int64 = row[1], sender: String? = row[2]
+                    let old = Array(row[3] as Data)
+                    var blob: [UInt8] = []
+                    try Array((sender ?? "").utf8).withUnsafeBufferPointer { senderBuffer in
+                        let format = EncodedEvents.RowFormat(seq: seq, at: at, sender: sender == nil ? nil : senderBuffer)
+                        try old.withUnsafeBufferPointer { buffer in
+                            try EncodedEvents.parse(buffer) { e in EncodedEvents.appendToRow(e, row: format, to: &blob) }
+                        }
+                    }
+                    try update.execute(arguments: [Data(blob), seq])
+                }
+            }
+        }
         try migrator.migrate(pool)
         let known = try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT id, token FROM journal_token ORDER BY id DESC LIMIT ?",
@@ -83,12 +108,14 @@ struct JournalDatabase: Sendable {
         var first: EncodedEvents.View
         var last: EncodedEvents.View
         var n = 1
-        /// The events without their message id and token (the row holds those once).
+        /// The events in the row's format (`EncodedEvents.RowFormat`).
         var blob: [UInt8]
         var sender: UnsafeBufferPointer<UInt8>?
         var topic: UnsafeBufferPointer<UInt8>?
         var api: SendAPI?
         var client: UnsafeBufferPointer<UInt8>?
+
+        var row: EncodedEvents.RowFormat { .init(seq: first.seq, at: first.at, sender: sender) }
     }
 
     func insert(_ events: EncodedEvents, recordedAt: Int64) throws {
@@ -104,18 +131,20 @@ struct JournalDatabase: Sendable {
                 }) {
                     entries[index].last = e
                     entries[index].n += 1
-                    EncodedEvents.appendStripped(e, to: &entries[index].blob)
+                    // The row's sender is its first event's that has one, settled before any event
+                    // is written against it.
                     if entries[index].sender == nil { entries[index].sender = e.texts.1 }
+                    EncodedEvents.appendToRow(e, row: entries[index].row, to: &entries[index].blob)
                     if entries[index].topic == nil { entries[index].topic = e.texts.3 }
                     if entries[index].api == nil { entries[index].api = e.api }
                     if entries[index].client == nil { entries[index].client = e.texts.5 }
                 } else {
                     byKey[key, default: []].append(entries.count)
-                    var blob: [UInt8] = []
-                    blob.reserveCapacity(64)
-                    EncodedEvents.appendStripped(e, to: &blob)
-                    entries.append(Entry(first: e, last: e, blob: blob, sender: e.texts.1, topic: e.texts.3,
-                                         api: e.api, client: e.texts.5))
+                    var entry = Entry(first: e, last: e, blob: [], sender: e.texts.1, topic: e.texts.3,
+                                      api: e.api, client: e.texts.5)
+                    entry.blob.reserveCapacity(32)
+                    EncodedEvents.appendToRow(e, row: entry.row, to: &entry.blob)
+                    entries.append(entry)
                 }
             }
             guard let firstSeq = entries.first?.first.seq else { return }
@@ -309,7 +338,8 @@ struct JournalDatabase: Sendable {
     func events(messageID: String) throws -> [JournalEvent] {
         try pool.read { db in
             let select = """
-                SELECT e.message_id, t.token, e.events FROM journal_entry e LEFT JOIN journal_token t ON t.id = e.token_id
+                SELECT e.message_id, t.token, e.events, e.seq, e.first_at, e.sender FROM journal_entry e
+                LEFT JOIN journal_token t ON t.id = e.token_id
                 """
             var rows = try Row.fetchAll(db, sql: select + " WHERE e.message_id = ?", arguments: [messageID])
             if rows.isEmpty {
@@ -320,7 +350,8 @@ struct JournalDatabase: Sendable {
                     """, arguments: [messageID])
             }
             return rows.flatMap { row in
-                EncodedEvents.events(in: Array(row[2] as Data), messageID: row[0], token: row[1])
+                EncodedEvents.events(inRow: Array(row[2] as Data), messageID: row[0], token: row[1], seq: row[3],
+                                     at: row[4], sender: row[5])
             }.sorted { $0.seq < $1.seq }
         }
     }
