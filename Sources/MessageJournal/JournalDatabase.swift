@@ -26,10 +26,10 @@ struct JournalDatabase: Sendable {
         var migrator = DatabaseMigrator()
         // One row per message and device per batch (handed over, confirmed and answered usually land
         // in the same batch); the row holds what queries filter on, and its `events` are the events'
-        // bytes in `EncodedEvents`' format without the message id and token the row holds once.
+        // bytes in `EncodedEvents.RowFormat` (v3), without the message id and token the row holds once.
         // A token is stored once (`journal_token`); when a batch was written is kept per batch
-        // (`journal_batch`, for pruning by age). The indexes are the message id's and the last
-        // event's (v2): per-event indexes on the token and the time cost the writer more than
+        // (`journal_batch`, for pruning by age). The one index is the message id's (the last event's
+        // of v2 went in v4): per-event indexes on the token and the time cost the writer more than
         // anything else it did.
         // (A journal file from before this layout fails this migration and is set aside:
         // `Emulator.openJournal`.)
@@ -55,9 +55,9 @@ struct JournalDatabase: Sendable {
                 CREATE INDEX journal_entry_by_message ON journal_entry(message_id);
                 """)
         }
-        // Pruning by count reads and deletes by `last_seq`: without an index each prune (once a second)
+        // Pruning by count read and deleted by `last_seq`: without an index each prune (once a second)
         // read the whole table twice, about a fifth of a core on an idle node with a full journal.
-        // Rows are only appended, with growing `last_seq`: the index grows at its end.
+        // (v4 drops it: pruning goes by `seq` now.)
         migrator.registerMigration("v2: entries by last event") { db in
             try db.execute(sql: "CREATE INDEX journal_entry_by_last_seq ON journal_entry(last_seq)")
         }
@@ -86,6 +86,12 @@ struct JournalDatabase: Sendable {
                 }
             }
         }
+        // Pruning by count goes by `seq` (the rowid) since v4: an entry holds one batch's events, so
+        // its first event places it to within a batch, and the index on `last_seq` was a second
+        // insert into a B-tree for every row the writer wrote.
+        migrator.registerMigration("v4: no index on the last event") { db in
+            try db.execute(sql: "DROP INDEX IF EXISTS journal_entry_by_last_seq")
+        }
         try migrator.migrate(pool)
         let known = try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT id, token FROM journal_token ORDER BY id DESC LIMIT ?",
@@ -96,8 +102,17 @@ struct JournalDatabase: Sendable {
         }
     }
 
+    /// The newest event's seq. Its row is in the newest batch (seqs only grow), so only that batch's
+    /// rows are read, unless none is left of it (`removeAll(sender:)`): then every row.
     func largestSeq() throws -> Int64 {
-        try pool.read { db in try Int64.fetchOne(db, sql: "SELECT MAX(last_seq) FROM journal_entry") ?? 0 }
+        try pool.read { db in
+            if let seq = try Int64.fetchOne(db, sql: """
+                SELECT MAX(last_seq) FROM journal_entry WHERE seq >= (SELECT MAX(first_seq) FROM journal_batch)
+                """) {
+                return seq
+            }
+            return try Int64.fetchOne(db, sql: "SELECT MAX(last_seq) FROM journal_entry") ?? 0
+        }
     }
 
     /// Rows per INSERT statement: one statement execution per 32 events instead of one per event.
@@ -252,6 +267,11 @@ struct JournalDatabase: Sendable {
         tokenIDs.added.store(0, ordering: .relaxed)
     }
 
+    /// How many batches `journal_batch` remembers (for tests).
+    func batchCount() throws -> Int {
+        try pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM journal_batch") ?? 0 }
+    }
+
     /// How many tokens `journal_token` holds (for tests).
     func tokenCount() throws -> Int {
         try pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM journal_token") ?? 0 }
@@ -284,8 +304,8 @@ struct JournalDatabase: Sendable {
         uniqueKeysWithValues: SendAPI.allCases.map { ($0, UnsafePointer(strdup($0.rawValue)!)) })
 
     /// Drops what is past the retention: events recorded before `olderThan` (wall ms), and all but
-    /// about the newest `keeping` events (an entry goes whole once its last event is past the count).
-    /// Returns how many events went.
+    /// about the newest `keeping` events (an entry goes whole once its first event is past the count;
+    /// it holds one batch's events). Returns how many events went.
     func prune(keeping: Int, olderThan: Int64) throws -> Int {
         try pool.write { db in
             var removed = 0
@@ -294,18 +314,27 @@ struct JournalDatabase: Sendable {
                                             arguments: arguments) ?? 0
                 try db.execute(sql: "DELETE FROM journal_entry WHERE " + condition, arguments: arguments)
             }
-            // By age: everything before the first batch written at or after the cut.
-            if let keepFrom = try Int64.fetchOne(db, sql: "SELECT MIN(first_seq) FROM journal_batch WHERE recorded_at >= ?",
-                                                 arguments: [olderThan]) {
+            // By age: everything before the first batch written at or after the cut. Read in seq order,
+            // the batches before the cut having gone with their entries: the scan stops at once.
+            if let keepFrom = try Int64.fetchOne(db, sql: """
+                SELECT first_seq FROM journal_batch WHERE recorded_at >= ? ORDER BY first_seq LIMIT 1
+                """, arguments: [olderThan]) {
                 try delete("seq < ?", [keepFrom])
                 try db.execute(sql: "DELETE FROM journal_batch WHERE first_seq < ?", arguments: [keepFrom])
             } else {
                 try delete("1", [])
                 try db.execute(sql: "DELETE FROM journal_batch")
             }
-            if let newest = try Int64.fetchOne(db, sql: "SELECT MAX(last_seq) FROM journal_entry") {
-                try delete("last_seq <= ?", [newest - Int64(keeping)])
+            if let newest = try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM journal_entry") {
+                try delete("seq <= ?", [newest - Int64(keeping)])
             }
+            // The batches no entry is left in, but the one the oldest entry belongs to: pruning by count
+            // leaves them behind, and kept they grew by one row per batch for as long as the age
+            // allows (50 a second under load), read whole by the age's query above.
+            try db.execute(sql: """
+                DELETE FROM journal_batch WHERE first_seq <
+                  (SELECT MAX(first_seq) FROM journal_batch WHERE first_seq <= (SELECT MIN(seq) FROM journal_entry))
+                """)
             // Only once enough new tokens came: the statement reads every entry (there is no index
             // on their token, on purpose).
             if tokenIDs.added.load(ordering: .relaxed) >= tokenIDs.forgetEvery { try forgetUnusedTokens(db) }

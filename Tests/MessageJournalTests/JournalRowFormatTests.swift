@@ -148,6 +148,47 @@ import Testing
     }
 }
 
+/// What pruning keeps of the journal's tables, and where a reopened journal goes on counting.
+@Suite struct JournalPruningTests {
+    private func database() throws -> JournalDatabase {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-journal-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return try JournalDatabase(path: dir.appendingPathComponent("journal.sqlite").path)
+    }
+
+    private func one(_ seq: Int64, sender: String = "123") -> EncodedEvents {
+        var batch = EncodedEvents()
+        var e = JournalEvent(at: 10, kind: .stored, messageID: "0:\(seq)%a", sender: sender, token: "tok")
+        e.seq = seq
+        batch.append(e)
+        return batch
+    }
+
+    /// Pruning by count keeps the batch its oldest entry came in and the later ones: the others'
+    /// rows went, where they once stayed until the age took them.
+    @Test func pruningByCountTakesTheEmptyBatchesToo() throws {
+        let db = try database()
+        for seq in Int64(1)...10 { try db.insert(one(seq), recordedAt: 10) }
+        #expect(try db.batchCount() == 10)
+        #expect(try db.prune(keeping: 3, olderThan: 0) == 7)
+        #expect(try db.count() == 3 && db.batchCount() == 3)
+        #expect(try db.events(messageID: "0:8%a").count == 1 && db.events(messageID: "0:7%a").isEmpty)
+        // The age still finds its batches: all written before the cut.
+        #expect(try db.prune(keeping: 100, olderThan: 11) == 3)
+        #expect(try db.count() == 0 && db.batchCount() == 0)
+    }
+
+    /// The newest seq comes from the newest batch's rows, or from every row when none of those is left.
+    @Test func theLargestSeqSurvivesTheNewestBatchsRemoval() throws {
+        let db = try database()
+        try db.insert(one(1), recordedAt: 10)
+        try db.insert(one(2, sender: "456"), recordedAt: 10)
+        #expect(try db.largestSeq() == 2)
+        try db.removeAll(sender: "456")
+        #expect(try db.largestSeq() == 1)
+    }
+}
+
 extension EncodedEvents {
     /// The batch's events, read back whole (tests compare them with what a row gives).
     var allEvents: [JournalEvent] {
