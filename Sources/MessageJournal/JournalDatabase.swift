@@ -76,10 +76,10 @@ struct JournalDatabase: Sendable {
                     let seq: Int64 = row[0], at: Int64 = row[1], sender: String? = row[2]
                     let old = Array(row[3] as Data)
                     var blob: [UInt8] = []
-                    try Array((sender ?? "").utf8).withUnsafeBufferPointer { senderBuffer in
+                    Array((sender ?? "").utf8).withUnsafeBufferPointer { senderBuffer in
                         let format = EncodedEvents.RowFormat(seq: seq, at: at, sender: sender == nil ? nil : senderBuffer)
-                        try old.withUnsafeBufferPointer { buffer in
-                            try EncodedEvents.parse(buffer) { e in EncodedEvents.appendToRow(e, row: format, to: &blob) }
+                        old.withUnsafeBufferPointer { buffer in
+                            EncodedEvents.parse(buffer) { e in EncodedEvents.appendToRow(e, row: format, to: &blob) }
                         }
                     }
                     try update.execute(arguments: [Data(blob), seq])
@@ -118,52 +118,101 @@ struct JournalDatabase: Sendable {
     /// Rows per INSERT statement: one statement execution per 32 events instead of one per event.
     static let rowsPerStatement = 32
 
-    /// One message's events for one device (or for none) within a batch.
-    private struct Entry {
-        var first: EncodedEvents.View
-        var last: EncodedEvents.View
-        var n = 1
-        /// The events in the row's format (`EncodedEvents.RowFormat`).
-        var blob: [UInt8]
+    /// One message's events for one device (or for none) within a batch: its events are a chain
+    /// through `InsertScratch.next`, from `firstEvent` to `lastEvent`.
+    struct Entry {
+        var firstEvent: Int32
+        var lastEvent: Int32
+        var n: Int32 = 1
+        /// The next entry whose key hashed the same (-1: none).
+        var sameKey: Int32 = -1
         var sender: UnsafeBufferPointer<UInt8>?
         var topic: UnsafeBufferPointer<UInt8>?
         var api: SendAPI?
         var client: UnsafeBufferPointer<UInt8>?
-
-        var row: EncodedEvents.RowFormat { .init(seq: first.seq, at: first.at, sender: sender) }
+        /// Where its events are in `InsertScratch.blobs`, in the row's format.
+        var blob: Range<Int> = 0..<0
     }
 
-    func insert(_ events: EncodedEvents, recordedAt: Int64) throws {
+    /// The writer's working memory for a batch, kept from one batch to the next. Made anew per batch,
+    /// its arrays (a few hundred KiB under load) were each a `mmap`, page faults and a `munmap`
+    /// (the process fixes glibc's mmap threshold: `MallocTuning`): a third of the writer's time in
+    /// the kernel, and the `munmap`s' TLB shootdowns interrupt the event loops' cores too.
+    final class InsertScratch {
+        var views: [EncodedEvents.View] = []
+        /// Per event, the next event of its entry (-1: none).
+        var next: [Int32] = []
+        var entries: [Entry] = []
+        /// Key hash → the first entry with it (`Entry.sameKey` chains the rest).
+        var byKey: [UInt64: Int32] = [:]
+        var blobs: [UInt8] = []
+
+        /// Past this many events a burst's arrays are let go rather than kept.
+        static let keptEvents = 16_384
+
+        func reset() {
+            if views.capacity > Self.keptEvents {
+                views = []; next = []; entries = []; byKey = [:]; blobs = []
+            } else {
+                views.removeAll(keepingCapacity: true)
+                next.removeAll(keepingCapacity: true)
+                entries.removeAll(keepingCapacity: true)
+                byKey.removeAll(keepingCapacity: true)
+                blobs.removeAll(keepingCapacity: true)
+            }
+        }
+    }
+
+    func insert(_ events: EncodedEvents, recordedAt: Int64, scratch: InsertScratch = InsertScratch()) throws {
+        scratch.reset()
+        defer { scratch.reset() }
         try events.bytes.withUnsafeBufferPointer { buffer in
             // Group the batch's events by message and device, in order of first appearance.
-            var entries: [Entry] = []
-            var byKey: [UInt64: [Int]] = [:]
             EncodedEvents.parse(buffer) { e in
+                let index = Int32(scratch.views.count)
+                scratch.views.append(e)
+                scratch.next.append(-1)
                 let key = TokenIDs.hash(e.texts.0 ?? UnsafeBufferPointer(start: nil, count: 0)) &* 31
                     &+ TokenIDs.hash(e.texts.2 ?? UnsafeBufferPointer(start: nil, count: 0))
-                if let index = byKey[key]?.first(where: { i in
-                    Self.same(entries[i].first.texts.0, e.texts.0) && Self.same(entries[i].first.texts.2, e.texts.2)
-                }) {
-                    entries[index].last = e
-                    entries[index].n += 1
-                    // The row's sender is its first event's that has one, settled before any event
-                    // is written against it.
-                    if entries[index].sender == nil { entries[index].sender = e.texts.1 }
-                    EncodedEvents.appendToRow(e, row: entries[index].row, to: &entries[index].blob)
-                    if entries[index].topic == nil { entries[index].topic = e.texts.3 }
-                    if entries[index].api == nil { entries[index].api = e.api }
-                    if entries[index].client == nil { entries[index].client = e.texts.5 }
+                var candidate = scratch.byKey[key] ?? -1
+                while candidate >= 0 {
+                    let first = scratch.views[Int(scratch.entries[Int(candidate)].firstEvent)]
+                    if Self.same(first.texts.0, e.texts.0) && Self.same(first.texts.2, e.texts.2) { break }
+                    candidate = scratch.entries[Int(candidate)].sameKey
+                }
+                if candidate >= 0 {
+                    let c = Int(candidate)
+                    scratch.next[Int(scratch.entries[c].lastEvent)] = index
+                    scratch.entries[c].lastEvent = index
+                    scratch.entries[c].n += 1
+                    if scratch.entries[c].sender == nil { scratch.entries[c].sender = e.texts.1 }
+                    if scratch.entries[c].topic == nil { scratch.entries[c].topic = e.texts.3 }
+                    if scratch.entries[c].api == nil { scratch.entries[c].api = e.api }
+                    if scratch.entries[c].client == nil { scratch.entries[c].client = e.texts.5 }
                 } else {
-                    byKey[key, default: []].append(entries.count)
-                    var entry = Entry(first: e, last: e, blob: [], sender: e.texts.1, topic: e.texts.3,
-                                      api: e.api, client: e.texts.5)
-                    entry.blob.reserveCapacity(32)
-                    EncodedEvents.appendToRow(e, row: entry.row, to: &entry.blob)
-                    entries.append(entry)
+                    scratch.entries.append(Entry(firstEvent: index, lastEvent: index, sameKey: scratch.byKey[key] ?? -1,
+                                                 sender: e.texts.1, topic: e.texts.3, api: e.api, client: e.texts.5))
+                    scratch.byKey[key] = Int32(scratch.entries.count - 1)
                 }
             }
-            guard let firstSeq = entries.first?.first.seq else { return }
-            try pool.write { db in
+            // Each entry's events in the row's format, against its settled sender (its first event's
+            // that has one), one after another in one buffer.
+            for k in scratch.entries.indices {
+                let entry = scratch.entries[k]
+                let first = scratch.views[Int(entry.firstEvent)]
+                let row = EncodedEvents.RowFormat(seq: first.seq, at: first.at, sender: entry.sender)
+                let start = scratch.blobs.count
+                var event = entry.firstEvent
+                while event >= 0 {
+                    EncodedEvents.appendToRow(scratch.views[Int(event)], row: row, to: &scratch.blobs)
+                    event = scratch.next[Int(event)]
+                }
+                scratch.entries[k].blob = start..<scratch.blobs.count
+            }
+            let entries = scratch.entries, views = scratch.views
+            guard let firstEntry = entries.first else { return }
+            let firstSeq = views[Int(firstEntry.firstEvent)].seq
+            try scratch.blobs.withUnsafeBufferPointer { blobs in try pool.write { db in
                 try db.cachedStatement(sql: "INSERT OR REPLACE INTO journal_batch(first_seq, recorded_at) VALUES (?, ?)")
                     .execute(arguments: [firstSeq, recordedAt])
                 let columns = "(seq, last_seq, first_at, last_at, last_kind, n, message_id, sender, token_id, topic, api, client_message_id, events)"
@@ -178,15 +227,16 @@ struct JournalDatabase: Sendable {
                     sqlite3_reset(stmt)
                     for (k, entry) in chunk.enumerated() {
                         let base = Int32(k * 13)
-                        sqlite3_bind_int64(stmt, base + 1, entry.first.seq)
-                        sqlite3_bind_int64(stmt, base + 2, entry.last.seq)
-                        sqlite3_bind_int64(stmt, base + 3, entry.first.at)
-                        sqlite3_bind_int64(stmt, base + 4, max(entry.first.at, entry.last.at))
-                        sqlite3_bind_text(stmt, base + 5, Self.kindNames[entry.last.kind]!, -1, nil)
+                        let first = views[Int(entry.firstEvent)], last = views[Int(entry.lastEvent)]
+                        sqlite3_bind_int64(stmt, base + 1, first.seq)
+                        sqlite3_bind_int64(stmt, base + 2, last.seq)
+                        sqlite3_bind_int64(stmt, base + 3, first.at)
+                        sqlite3_bind_int64(stmt, base + 4, max(first.at, last.at))
+                        sqlite3_bind_text(stmt, base + 5, Self.kindNames[last.kind]!, -1, nil)
                         sqlite3_bind_int64(stmt, base + 6, Int64(entry.n))
-                        Self.bind(stmt, base + 7, entry.first.texts.0)
+                        Self.bind(stmt, base + 7, first.texts.0)
                         Self.bind(stmt, base + 8, entry.sender)
-                        if let token = entry.first.texts.2 {
+                        if let token = first.texts.2 {
                             sqlite3_bind_int64(stmt, base + 9, try tokenID(token, db))
                         } else {
                             sqlite3_bind_null(stmt, base + 9)
@@ -194,10 +244,9 @@ struct JournalDatabase: Sendable {
                         Self.bind(stmt, base + 10, entry.topic)
                         if let api = entry.api { sqlite3_bind_text(stmt, base + 11, Self.apiNames[api]!, -1, nil) } else { sqlite3_bind_null(stmt, base + 11) }
                         Self.bind(stmt, base + 12, entry.client)
-                        entry.blob.withUnsafeBytes { b in
-                            // Copied (SQLITE_TRANSIENT): the pointer is only promised inside this closure.
-                            _ = sqlite3_bind_blob(stmt, base + 13, b.baseAddress, Int32(b.count), Self.transient)
-                        }
+                        // Not copied (a nil destructor is SQLITE_STATIC): `blobs` outlives the step.
+                        _ = sqlite3_bind_blob(stmt, base + 13, blobs.baseAddress.map { $0 + entry.blob.lowerBound },
+                                              Int32(entry.blob.count), nil)
                     }
                     let code = sqlite3_step(stmt)
                     sqlite3_reset(stmt)
@@ -215,7 +264,7 @@ struct JournalDatabase: Sendable {
                     try flush(entries[start..<start + 1], single)
                     start += 1
                 }
-            }
+            } }
         }
     }
 
@@ -276,9 +325,6 @@ struct JournalDatabase: Sendable {
     func tokenCount() throws -> Int {
         try pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM journal_token") ?? 0 }
     }
-
-    /// SQLite copies the bytes (SQLITE_TRANSIENT): an entry's blob is lent to it only for the call.
-    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     /// Bound without a copy (a nil destructor is SQLITE_STATIC): the bytes are the batch's, which
     /// outlives the statement's step; the statement is reset and its bindings cleared right after.

@@ -241,6 +241,7 @@ public final class MessageJournal: Sendable {
         setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 5)
         #endif
         var lastPrune: Int64 = -1000
+        let scratch = JournalDatabase.InsertScratch()
         while true {
             var (batch, stopping) = state.withLock { s -> (EncodedEvents, Bool) in
                 var batch = s.spare ?? EncodedEvents()
@@ -257,7 +258,7 @@ public final class MessageJournal: Sendable {
             let now = wallMillis()
             if batch.count > 0 {
                 do {
-                    try database.insert(batch, recordedAt: now)
+                    try database.insert(batch, recordedAt: now, scratch: scratch)
                 } catch {
                     // A journal that cannot write (full disk) must not stop the emulator: the batch is
                     // lost and counted, and the next one is tried.
