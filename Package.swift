@@ -44,6 +44,7 @@ let package = Package(
             "Locking",
             "PushDomain",
             .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "GRDBSQLite", package: "GRDB.swift"),
         ]),
         // The PostgreSQL backend of `Persistence`, for several nodes on one database (docs/scaling.md).
         .target(name: "PostgresStore", dependencies: [

@@ -365,13 +365,17 @@ public final class Store: Sendable {
                                as: .expired, in: db, removals: removals)
             try db.cachedStatement(sql: "DELETE FROM message_body WHERE expires_at <= ?").execute(arguments: [now])
         case .addOutbound(let o):
-            try db.cachedStatement(sql: """
+            let insert = try RawStatement(db, sql: """
                 INSERT OR REPLACE INTO outbound(sender_id, kind, message_id, token, json, created_at, expires_at, about_message_id)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """).execute(arguments: [o.senderID, o.kind.rawValue, o.messageID, o.token, o.json, o.createdAt, o.expiresAt,
-                                 o.aboutMessageID])
+                """)
+            insert.bind(1, o.senderID); insert.bind(2, o.kind.rawValue); insert.bind(3, o.messageID); insert.bind(4, o.token)
+            insert.bind(5, o.json); insert.bind(6, o.createdAt); insert.bind(7, o.expiresAt); insert.bind(8, o.aboutMessageID)
+            try insert.execute()
         case .removeOutbound(let sender, let kind, let token, let id):
-            try db.cachedStatement(sql: "DELETE FROM outbound WHERE sender_id = ? AND kind = ? AND token = ? AND message_id = ?").execute(arguments: [sender, kind.rawValue, token, id])
+            let delete = try RawStatement(db, sql: "DELETE FROM outbound WHERE sender_id = ? AND kind = ? AND token = ? AND message_id = ?")
+            delete.bind(1, sender); delete.bind(2, kind.rawValue); delete.bind(3, token); delete.bind(4, id)
+            try delete.execute()
         case .addToTray(let t):
             try db.cachedStatement(sql: "INSERT OR REPLACE INTO tray(token, device_message_id, payload, shown_at, view) VALUES (?, ?, ?, ?, ?)").execute(arguments: [t.token, t.deviceMessageID, t.payload, t.shownAt, t.view])
         case .removeFromTray(let token, let id):
@@ -442,7 +446,9 @@ public final class Store: Sendable {
     }
 
     private static func registeredDeviceKey(token: String, in db: Database) throws -> Int64? {
-        try Int64.fetchOne(db.cachedStatement(sql: "SELECT device_key FROM device WHERE token = ?"), arguments: [token])
+        let select = try RawStatement(db, sql: "SELECT device_key FROM device WHERE token = ?")
+        select.bind(1, token)
+        return try select.int64()
     }
 
     /// Drops the device's stored messages with this collapse key (a newer one replaces them).
@@ -469,15 +475,18 @@ public final class Store: Sendable {
 
     /// Stores one message for its device (`m.token` is not read: `device` names it).
     static func insert(_ m: QueuedMessage, device: Int64, in db: Database) throws {
-        try db.cachedStatement(sql: """
+        let insert = try RawStatement(db, sql: """
             INSERT OR REPLACE INTO queued_message(device_key, device_message_id, sender_id, app_message_id,
               collapse_key, priority, ttl, enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload,
               platform_blocks)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [device, m.deviceMessageID, m.senderID, m.appMessageID, m.collapseKey,
-                             m.priority, m.timeToLive, m.enqueuedAt, m.expiresAt,
-                             m.deliveryReceiptRequested ? 1 : 0, m.delayWhileIdle ? 1 : 0,
-                             m.isNotification ? 1 : 0, m.kind.rawValue, m.payload, m.platformBlocks])
+            """)
+        insert.bind(1, device); insert.bind(2, m.deviceMessageID); insert.bind(3, m.senderID)
+        insert.bind(4, m.appMessageID); insert.bind(5, m.collapseKey); insert.bind(6, m.priority)
+        insert.bind(7, m.timeToLive); insert.bind(8, m.enqueuedAt); insert.bind(9, m.expiresAt)
+        insert.bind(10, m.deliveryReceiptRequested); insert.bind(11, m.delayWhileIdle); insert.bind(12, m.isNotification)
+        insert.bind(13, m.kind.rawValue); insert.bind(14, m.payload); insert.bind(15, m.platformBlocks)
+        try insert.execute()
     }
 
     /// FCM's limits when one device already holds `maxNonCollapsible` messages without a key: they
@@ -496,9 +505,11 @@ public final class Store: Sendable {
         if let key = m.collapseKey { try collapse(device: device, key: key, in: db, removals: removals) }
         guard let limits else { return try insert(m, device: device, in: db) }
         if m.collapseKey == nil {
-            let stored = try Int.fetchOne(db.cachedStatement(sql: """
+            let count = try RawStatement(db, sql: """
                 SELECT COUNT(*) FROM queued_message WHERE device_key = ? AND collapse_key IS NULL AND kind = 'message'
-                """), arguments: [device]) ?? 0
+                """)
+            count.bind(1, device)
+            let stored = try count.int64() ?? 0
             if stored >= limits.maxNonCollapsible {
                 // The new message goes with the stored ones (the device gets the notice instead).
                 removals?.items.append(QueueRemoval(token: m.token, deviceMessageID: m.deviceMessageID, reason: .discarded,
