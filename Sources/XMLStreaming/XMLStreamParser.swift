@@ -626,8 +626,12 @@ public final class XMLStreamParser {
 
     /// Namespace URIs repeat on every stanza; reuse the String instead of allocating a new one.
     private func intern(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
-        for cached in namespaceCache where cached.utf8.count == bytes.count && cached.utf8.elementsEqual(bytes) {
-            return cached
+        // memcmp: the generic `elementsEqual` walked both a byte at a time (1 % of the upstream loop).
+        for cached in namespaceCache where cached.utf8.count == bytes.count {
+            let same = bytes.isEmpty || cached.utf8.withContiguousStorageIfAvailable { c in
+                memcmp(c.baseAddress!, bytes.baseAddress!, c.count) == 0
+            } ?? cached.utf8.elementsEqual(bytes)
+            if same { return cached }
         }
         let string = String(decoding: bytes, as: UTF8.self)
         if namespaceCache.count < 16 { namespaceCache.append(string) }
