@@ -36,13 +36,17 @@ public enum XMLEscaping {
         return table
     }()
 
-    /// One pass over the bytes with a table (the common case: nothing to escape, no copy made).
+    /// One pass over the bytes with a table (the common case: nothing to escape, no copy made). The
+    /// table is fetched once per string: read inside the closure, its lazy global's `swift_once` ran
+    /// for every byte (1–2 % of the event loop, payloads to devices and app servers).
     @inline(__always)
     static func mayNeedWork(_ string: String, attribute: Bool) -> Bool {
         let mask: UInt8 = attribute ? 3 : 1
-        let hit: (UInt8) -> Bool = { interesting[Int($0)] & mask != 0 }
-        return string.utf8.withContiguousStorageIfAvailable { $0.contains(where: hit) }
-            ?? string.utf8.contains(where: hit)
+        return interesting.withUnsafeBufferPointer { table in
+            let hit: (UInt8) -> Bool = { table[Int($0)] & mask != 0 }
+            return string.utf8.withContiguousStorageIfAvailable { $0.contains(where: hit) }
+                ?? string.utf8.contains(where: hit)
+        }
     }
 
     private static let replacementCharacter: [UInt8] = [0xEF, 0xBF, 0xBD]
