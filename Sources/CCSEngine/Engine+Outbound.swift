@@ -71,10 +71,17 @@ extension Engine {
             // The id is taken from here on (until ACKed or given up), so that a second copy sent
             // before the first is committed is a duplicate too.
             let held = UpstreamHolder(sender: senderID, token: token)
-            let ids = s.upstreamIDs[held] ?? []
-            if ids.contains(messageID) { return .error("DUPLICATE_MESSAGE_ID") }
-            if ids.count >= configuration.maxPendingUpstreamPerDevice { return .error("TOO_MANY_MESSAGES") }
-            s.upstreamIDs[held, default: []].insert(messageID)
+            if let at = s.upstreamIDs.index(forKey: held) {
+                if s.upstreamIDs.values[at].contains(messageID) { return .error("DUPLICATE_MESSAGE_ID") }
+                if s.upstreamIDs.values[at].count >= configuration.maxPendingUpstreamPerDevice {
+                    return .error("TOO_MANY_MESSAGES")
+                }
+                s.upstreamIDs.values[at].insert(messageID)
+            } else if configuration.maxPendingUpstreamPerDevice > 0 {
+                s.upstreamIDs[held] = [messageID]
+            } else {
+                return .error("TOO_MANY_MESSAGES")
+            }
             return .ok(device.app)
         }
         let category: String
@@ -139,9 +146,10 @@ extension Engine {
     /// An upstream message is done (ACKed, given up, or never stored): its id may be used again.
     static func releaseUpstreamID(of r: OutboundRecord, _ s: inout State) {
         guard r.kind == .upstream else { return }
-        let held = UpstreamHolder(sender: r.senderID, token: r.token)
-        s.upstreamIDs[held]?.remove(r.messageID)
-        if s.upstreamIDs[held]?.isEmpty == true { s.upstreamIDs[held] = nil }
+        // One lookup of the holder (its key hashes a 150-byte token), changed in place through its index.
+        guard let at = s.upstreamIDs.index(forKey: UpstreamHolder(sender: r.senderID, token: r.token)) else { return }
+        s.upstreamIDs.values[at].remove(r.messageID)
+        if s.upstreamIDs.values[at].isEmpty { s.upstreamIDs.remove(at: at) }
     }
 
     private enum UpstreamCheck {

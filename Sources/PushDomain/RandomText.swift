@@ -9,17 +9,19 @@ public enum RandomText {
 
     /// `count` lowercase hexadecimal digits, sixteen from each 64 random bits (the HTTP APIs make
     /// one id per request; a draw per digit was a visible part of a v1 send's cost).
+    /// Written straight into the string's storage (no array of digits or of bytes per call).
     public static func hex(_ count: Int) -> String {
-        let digits = Array("0123456789abcdef".utf8)
+        guard count > 0 else { return "" }
         var generator = SystemRandomNumberGenerator()
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(count)
-        var bits: UInt64 = 0
-        for i in 0..<count {
-            if i % 16 == 0 { bits = generator.next() }
-            bytes.append(digits[Int(bits & 0xF)])
-            bits >>= 4
+        return String(unsafeUninitializedCapacity: count) { out in
+            var bits: UInt64 = 0
+            for i in 0..<count {
+                if i % 16 == 0 { bits = generator.next() }
+                let digit = UInt8(truncatingIfNeeded: bits & 0xF)
+                out[i] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
+                bits >>= 4
+            }
+            return count
         }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }
