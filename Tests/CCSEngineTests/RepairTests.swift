@@ -280,4 +280,30 @@ import Testing
         #expect(await h.send(data("after", to: d.token)) == .nack(.invalidRegistration(token: d.token)))
         _ = server
     }
+
+    /// An upstream message handed to an app server before its write (the live path) is forgotten by a
+    /// reset like the others. Its write is held for the live-write delay; the reset's removal is urgent,
+    /// and an urgent batch takes every held write first, in order: the message is written (the device
+    /// hears `sent`) and then removed, never written after the removal, where it would come back (and
+    /// go to the app server after a restart).
+    @Test func aResetComesAfterTheHeldWritesOfLiveUpstreamMessages() async throws {
+        for whole in [true, false] {
+            let h = try Harness(liveWriteDelay: .seconds(3600))
+            let d = try await h.register()
+            let server = h.appServer(id: "c1")
+            let outcome = Locked<UpstreamOutcome?>(nil)
+            h.engine.upstream(from: d.token, ["message_id": "u1", "to": "111@gcm.googleapis.com"]) { o in
+                outcome.withLock { $0 = o }
+            }
+            #expect(server.ids == ["u1"])
+            if whole {
+                #expect(try await h.engine.reset() == 1)
+            } else {
+                #expect(try await h.engine.reset(sender: "111") == 1)
+            }
+            await h.settle()  // takes every held write that is still held
+            #expect(try h.engine.store.loadOutbound().isEmpty)
+            #expect(outcome.withLock { $0 } == .sent(messageID: "u1"))
+        }
+    }
 }
