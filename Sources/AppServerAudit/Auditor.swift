@@ -69,6 +69,9 @@ public final class Auditor: Sendable {
         var senders: [String: Sender] = [:]
         var findings: [AuditFinding] = []
         var findingsDropped = 0
+        /// Whether any sender was ever told a token is not registered: until then no send needs the
+        /// lookup of its (150-byte) token (set, never cleared but by a whole reset).
+        var anyUnregistered = false
     }
 
     let state = Locked(State())
@@ -130,8 +133,10 @@ public final class Auditor: Sendable {
         state.withLock { s in
             // Read into values, then changed in place: a copy of the entry shares its `pending` map,
             // which the first change would then copy whole (per message).
-            guard let (sender, pendingCount, drainedAt) = s.connections[connection].map({ ($0.sender, $0.pendingCount, $0.drainedAt) })
-            else { return }
+            // Found once and changed through its index (nothing below adds or removes a connection).
+            guard let c = s.connections.index(forKey: connection) else { return }
+            let (sender, pendingCount, drainedAt) = (s.connections.values[c].sender, s.connections.values[c].pendingCount,
+                                                     s.connections.values[c].drainedAt)
             if pendingCount >= limits.maxPending {
                 record(&s, .pendingLimit, sender: sender, connection: connection, at: at,
                        text: "downstream \(messageID) sent while \(pendingCount) messages were waiting for their ACK/NACK (the limit is \(limits.maxPending))",
@@ -141,16 +146,17 @@ public final class Auditor: Sendable {
             }
             if let drained = drainedAt {
                 if at - drained > limits.drainInFlightMillis {
-                    s.connections[connection]?.sentAfterDrain = true
+                    s.connections.values[c].sentAfterDrain = true
                     record(&s, .drainNoSend, sender: sender, connection: connection, at: at,
                            text: "downstream \(messageID) sent on a connection drained \(at - drained) ms earlier",
                            evidence: [AuditEvidence(at: drained, what: "CONNECTION_DRAINING sent", connection: connection),
                                       AuditEvidence(at: at, what: "downstream received", messageID: messageID, connection: connection)])
                 }
             }
-            s.connections[connection]?.pending[messageID, default: 0] += 1
-            s.connections[connection]?.pendingCount += 1
-            checkSend(&s, sender: sender, retryKey: "ccs:" + messageID, messageID: messageID, token: to,
+            s.connections.values[c].pending[messageID, default: 0] += 1
+            s.connections.values[c].pendingCount += 1
+            // A retry history exists only after a failure: until then the key (an allocation) is not made.
+            checkSend(&s, sender: sender, retryKey: s.retries.isEmpty ? nil : "ccs:" + messageID, messageID: messageID, token: to,
                       connection: connection, at: at, what: "downstream received")
         }
     }
@@ -166,17 +172,22 @@ public final class Auditor: Sendable {
         guard isEnabled else { return }
         let at = now()
         state.withLock { s in
-            guard let sender = s.connections[connection]?.sender else { return }
-            if let n = s.connections[connection]?.pending[messageID] {
-                s.connections[connection]?.pending[messageID] = n <= 1 ? nil : n - 1
-                s.connections[connection]?.pendingCount -= 1
+            guard let c = s.connections.index(forKey: connection) else { return }
+            let sender = s.connections.values[c].sender
+            if let p = s.connections.values[c].pending.index(forKey: messageID) {
+                if s.connections.values[c].pending.values[p] <= 1 {
+                    s.connections.values[c].pending.remove(at: p)
+                } else {
+                    s.connections.values[c].pending.values[p] -= 1
+                }
+                s.connections.values[c].pendingCount -= 1
             }
             // Only the answers that record a finding need it (an ACK, the usual answer, does not).
             var evidence: AuditEvidence { AuditEvidence(at: at, what: "\(answer)", messageID: messageID, connection: connection) }
             switch answer {
             case .ack:
                 s.acked.insert(SenderKey(sender: sender, key: messageID), limit: limits.maxTrackedIDs)
-                forgetRetry(&s, sender: sender, key: "ccs:" + messageID)
+                if !s.retries.isEmpty { forgetRetry(&s, sender: sender, key: "ccs:" + messageID) }
                 kept(&s, .wellFormed, sender: sender)
             case .nack(let code):
                 switch code {
@@ -184,7 +195,10 @@ public final class Auditor: Sendable {
                      "TOPICS_MESSAGE_RATE_EXCEEDED", "QUOTA_EXCEEDED":
                     failed(&s, sender: sender, key: "ccs:" + messageID, at: at, retryAfterMillis: nil)
                 case "DEVICE_UNREGISTERED":
-                    if let to { s.senders[sender, default: Sender()].unregistered[to] = evidence }
+                    if let to {
+                        s.senders[sender, default: Sender()].unregistered[to] = evidence
+                        s.anyUnregistered = true
+                    }
                 case "INVALID_JSON", "BAD_ACK":
                     record(&s, .wellFormed, sender: sender, connection: connection, at: at,
                            text: "NACK \(code) for \(messageID)", evidence: [evidence])
@@ -253,6 +267,7 @@ public final class Auditor: Sendable {
             for token in unregistered {
                 s.senders[sender, default: Sender()].unregistered[token] =
                     AuditEvidence(at: at, what: "\(api) answered that \(token) is not registered")
+                s.anyUnregistered = true
             }
         }
     }
@@ -270,7 +285,7 @@ public final class Auditor: Sendable {
                 kept(&s, .noResendAcked, sender: sender)
             }
         }
-        if let token, let first = s.senders[sender]?.unregistered[token] {
+        if s.anyUnregistered, let token, let first = s.senders[sender]?.unregistered[token] {
             record(&s, .dropUnregistered, sender: sender, connection: connection, at: at,
                    text: "sent to \(token) after it was reported unregistered",
                    evidence: [first, AuditEvidence(at: at, what: what, messageID: messageID, connection: connection)])

@@ -108,6 +108,21 @@ final class TestClock: Sendable {
         #expect(a.findings(sender: "2").isEmpty)
     }
 
+    /// CCS's own DEVICE_UNREGISTERED marks the token, and the next send to it on any connection of
+    /// the sender is the finding; other tokens stay clean.
+    @Test func ccsSendsToATokenReportedUnregistered() {
+        let a = audit
+        a.connectionOpened("c1", sender: "1")
+        a.downstreamReceived(connection: "c1", messageID: "m1", to: "gone")
+        a.downstreamAnswered(connection: "c1", messageID: "m1", to: "gone", answer: .nack(code: "DEVICE_UNREGISTERED"))
+        a.downstreamReceived(connection: "c1", messageID: "m2", to: "other")
+        a.downstreamAnswered(connection: "c1", messageID: "m2", to: "other", answer: .ack)
+        #expect(rules(a).isEmpty)
+        a.connectionOpened("c2", sender: "1")
+        a.downstreamReceived(connection: "c2", messageID: "m3", to: "gone")
+        #expect(rules(a) == [.dropUnregistered])
+    }
+
     @Test func malformedStanzasAndReset() {
         let a = audit
         a.connectionOpened("c1", sender: "1")
