@@ -131,9 +131,9 @@ public final class Auditor: Sendable {
         guard isEnabled else { return }
         let at = now()
         state.withLock { s in
-            // Read into values, then changed in place: a copy of the entry shares its `pending` map,
-            // which the first change would then copy whole (per message).
-            // Found once and changed through its index (nothing below adds or removes a connection).
+            // Found once and changed in place through its index (nothing below adds or removes a
+            // connection): a copy of the entry would share its `pending` map, which the first change
+            // would then copy whole (per message).
             guard let c = s.connections.index(forKey: connection) else { return }
             let (sender, pendingCount, drainedAt) = (s.connections.values[c].sender, s.connections.values[c].pendingCount,
                                                      s.connections.values[c].drainedAt)

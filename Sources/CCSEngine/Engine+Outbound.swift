@@ -70,18 +70,14 @@ extension Engine {
             guard device.senders.contains(senderID) else { return .error("INVALID_SENDER") }
             // The id is taken from here on (until ACKed or given up), so that a second copy sent
             // before the first is committed is a duplicate too.
+            // One lookup of the holder (its key hashes a 150-byte token), then through its index.
             let held = UpstreamHolder(sender: senderID, token: token)
-            if let at = s.upstreamIDs.index(forKey: held) {
-                if s.upstreamIDs.values[at].contains(messageID) { return .error("DUPLICATE_MESSAGE_ID") }
-                if s.upstreamIDs.values[at].count >= configuration.maxPendingUpstreamPerDevice {
-                    return .error("TOO_MANY_MESSAGES")
-                }
-                s.upstreamIDs.values[at].insert(messageID)
-            } else if configuration.maxPendingUpstreamPerDevice > 0 {
-                s.upstreamIDs[held] = [messageID]
-            } else {
+            let at = s.upstreamIDs.index(forKey: held)
+            if let at, s.upstreamIDs.values[at].contains(messageID) { return .error("DUPLICATE_MESSAGE_ID") }
+            if (at.map { s.upstreamIDs.values[$0].count } ?? 0) >= configuration.maxPendingUpstreamPerDevice {
                 return .error("TOO_MANY_MESSAGES")
             }
+            if let at { s.upstreamIDs.values[at].insert(messageID) } else { s.upstreamIDs[held] = [messageID] }
             return .ok(device.app)
         }
         let category: String

@@ -27,6 +27,17 @@ struct EncodedEvents {
     private static let apis = SendAPI.allCases
     private static let absent = UInt32.max
 
+    /// An event's kind and API as the two bytes both formats write (API 0: none).
+    private static func kindAndAPIBytes(_ kind: JournalEventKind, _ api: SendAPI?) -> (UInt8, UInt8) {
+        (UInt8(kinds.firstIndex(of: kind)!), api.map { UInt8(apis.firstIndex(of: $0)! + 1) } ?? 0)
+    }
+
+    /// The kind and API those two bytes name; nil for numbers this build does not have (a damaged file).
+    private static func kindAndAPI(_ kind: UInt8, _ api: UInt8) -> (JournalEventKind, SendAPI?)? {
+        guard Int(kind) < kinds.count, Int(api) <= apis.count else { return nil }
+        return (kinds[Int(kind)], api == 0 ? nil : apis[Int(api) - 1])
+    }
+
     mutating func append(_ e: JournalEvent) {
         Self.appendHeader(seq: e.seq, at: e.at, kind: e.kind, api: e.api, to: &bytes)
         // Field by field, not through an array of them: that array was an allocation per event.
@@ -52,10 +63,12 @@ struct EncodedEvents {
     static func appendToRow(_ e: View, row: RowFormat, to out: inout [UInt8]) {
         RowFormat.appendVarint(RowFormat.zigzag(e.seq &- row.seq), to: &out)
         RowFormat.appendVarint(RowFormat.zigzag(e.at &- row.at), to: &out)
-        out.append(UInt8(kinds.firstIndex(of: e.kind)!))
-        out.append(e.api.map { UInt8(apis.firstIndex(of: $0)! + 1) } ?? 0)
+        let (kind, api) = kindAndAPIBytes(e.kind, e.api)
+        out.append(kind)
+        out.append(api)
         var flags: UInt8 = 0
-        let sameSender = e.texts.1.map { sender in row.sender.map { JournalDatabase.equal($0, sender) } ?? false } ?? false
+        var sameSender = false
+        if let sender = e.texts.1, let rowSender = row.sender { sameSender = JournalDatabase.equal(rowSender, sender) }
         if sameSender { flags |= RowFormat.sameSender }
         for (bit, i) in RowFormat.textIndices.enumerated() where View.text(at: i, of: e.texts) != nil && !(i == 1 && sameSender) {
             flags |= 1 << bit
@@ -71,8 +84,8 @@ struct EncodedEvents {
     /// What a row's blob leaves out of its events: the row holds the message id and the token once,
     /// and each event's seq, time and sender are kept against the row's first seq, first time and
     /// sender. Three events of a delivered message were 187 bytes in the batch's format and are about
-    /// 15 here: half of what the journal wrote per message, and so of the writer's time in SQLite
-    /// and in the kernel (docs/benchmarks.md, sixth round).
+    /// 15 here: the journal file of the same run went from 32 to 18 MB, the writer's time per message
+    /// from 5.9 to 5.1 µs (docs/benchmarks.md, sixth round).
     ///
     /// An event: its seq and time as differences from the row's (zigzag LEB128 varints), the kind's and
     /// the API's numbers (a byte each), a byte of flags (bits 0–4: sender, topic, connection, client
@@ -123,7 +136,7 @@ struct EncodedEvents {
         }
         while i < bytes.count {
             guard let dSeq = varint(), let dAt = varint(), let kindByte = byte(), let apiByte = byte(),
-                  let flags = byte(), Int(kindByte) < kinds.count, Int(apiByte) <= apis.count else { break }
+                  let (kind, api) = kindAndAPI(kindByte, apiByte), let flags = byte() else { break }
             var texts: [String?] = Array(repeating: nil, count: 7)
             var complete = true
             for (bit, index) in RowFormat.textIndices.enumerated() where flags & (1 << bit) != 0 {
@@ -133,9 +146,8 @@ struct EncodedEvents {
             }
             guard complete else { break }
             if flags & RowFormat.sameSender != 0 { texts[1] = sender }
-            var e = JournalEvent(at: at &+ RowFormat.unzigzag(dAt), kind: kinds[Int(kindByte)], messageID: messageID,
-                                 sender: texts[1], token: token, topic: texts[3],
-                                 api: apiByte == 0 ? nil : apis[Int(apiByte) - 1], connection: texts[4],
+            var e = JournalEvent(at: at &+ RowFormat.unzigzag(dAt), kind: kind, messageID: messageID,
+                                 sender: texts[1], token: token, topic: texts[3], api: api, connection: texts[4],
                                  clientMessageID: texts[5], detail: texts[6])
             e.seq = seq &+ RowFormat.unzigzag(dSeq)
             all.append(e)
@@ -150,8 +162,9 @@ struct EncodedEvents {
     private static func appendHeader(seq: Int64, at: Int64, kind: JournalEventKind, api: SendAPI?, to out: inout [UInt8]) {
         withUnsafeBytes(of: seq.littleEndian) { out.append(contentsOf: $0) }
         withUnsafeBytes(of: at.littleEndian) { out.append(contentsOf: $0) }
-        out.append(UInt8(kinds.firstIndex(of: kind)!))
-        out.append(api.map { UInt8(apis.firstIndex(of: $0)! + 1) } ?? 0)
+        let (k, a) = kindAndAPIBytes(kind, api)
+        out.append(k)
+        out.append(a)
     }
 
     private static func appendText(_ text: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
@@ -227,9 +240,7 @@ struct EncodedEvents {
         }
         while at < buffer.count {
             guard let seq = int(), let time = int(), buffer.count - at >= 2,
-                  Int(buffer[at]) < Self.kinds.count, Int(buffer[at + 1]) <= Self.apis.count else { return }
-            let kind = Self.kinds[Int(buffer[at])]
-            let api = buffer[at + 1] == 0 ? nil : Self.apis[Int(buffer[at + 1]) - 1]
+                  let (kind, api) = Self.kindAndAPI(buffer[at], buffer[at + 1]) else { return }
             at += 2
             guard let t0 = text(), let t1 = text(), let t2 = text(), let t3 = text(), let t4 = text(), let t5 = text(),
                   let t6 = text() else { return }

@@ -136,8 +136,8 @@ struct JournalDatabase: Sendable {
 
     /// The writer's working memory for a batch, kept from one batch to the next. Made anew per batch,
     /// its arrays (a few hundred KiB under load) were each a `mmap`, page faults and a `munmap`
-    /// (the process fixes glibc's mmap threshold: `MallocTuning`): a third of the writer's time in
-    /// the kernel, and the `munmap`s' TLB shootdowns interrupt the event loops' cores too.
+    /// (the process fixes glibc's mmap threshold: `MallocTuning`): two fifths of the writer's time in
+    /// the kernel.
     final class InsertScratch {
         var views: [EncodedEvents.View] = []
         /// Per event, the next event of its entry (-1: none).
@@ -164,8 +164,7 @@ struct JournalDatabase: Sendable {
     }
 
     func insert(_ events: EncodedEvents, recordedAt: Int64, scratch: InsertScratch = InsertScratch()) throws {
-        scratch.reset()
-        defer { scratch.reset() }
+        defer { scratch.reset() }  // empty for the next batch, whatever happens to this one
         try events.bytes.withUnsafeBufferPointer { buffer in
             // Group the batch's events by message and device, in order of first appearance.
             EncodedEvents.parse(buffer) { e in

@@ -89,7 +89,7 @@ public final class MessageJournal: Sendable {
     /// per few events (each transaction rewrites the pages it touches in the WAL). Short, because a
     /// batch is a burst of the writer's CPU that the event loops and their peers on the same cores
     /// wait through: at 100 ms, p99 send→device at half the downstream rate was 3.4–4.0 ms, at 20 ms
-    /// 2.4–2.5 ms, for about 15 % more writer CPU and no throughput that the runs could show
+    /// 2.4–2.5 ms, for about a fifth more writer CPU and no throughput that the runs could show
     /// (docs/benchmarks.md, sixth round). A query never waits for it: `sync` wakes the writer.
     public static let batchPause: DispatchTimeInterval = .milliseconds(20)
     private let database: JournalDatabase
