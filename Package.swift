@@ -144,8 +144,9 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdCore", package: "hummingbird"),
-            .product(name: "HummingbirdTLS", package: "hummingbird"),
+            .product(name: "HummingbirdHTTP2", package: "hummingbird"),
             .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+            .product(name: "NIOTLS", package: "swift-nio"),
             .product(name: "HTTPTypes", package: "swift-http-types"),
         ]),
         .target(name: "LoadGenerator", dependencies: [
@@ -225,6 +226,9 @@ let package = Package(
             "CCSEmulator",
             .product(name: "X509", package: "swift-certificates"),
             .product(name: "SwiftASN1", package: "swift-asn1"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOTLS", package: "swift-nio"),
         ]),
         .testTarget(name: "MessageJournalTests", dependencies: [
             "MessageJournal", "PushDomain", .product(name: "GRDB", package: "GRDB.swift"),

@@ -10,7 +10,6 @@ import FCMHTTP
 import HTTPAPI
 import Hummingbird
 import HummingbirdCore
-import HummingbirdTLS
 import Logging
 import MessageJournal
 import NIOCore
@@ -372,7 +371,9 @@ public final class Emulator: Sendable {
             if config.httpsPort != nil || config.proxyPort != nil {
                 let tlsConfiguration = tlsConfig
                 let https = HTTPServerBuilder {
-                    EventLoopHTTPChannel(base: try TLSChannel(http1($0), tlsConfiguration: tlsConfiguration))
+                    EventLoopHTTPChannel(base: try HTTPSChannel(
+                        tlsConfiguration: tlsConfiguration, requestTimeout: requestTimeout,
+                        streamConfiguration: http1Configuration, responder: LoopRoutes.responder($0)))
                 }
                 addApplication(https, option: "--https-port", port: config.httpsPort ?? 0)
             }

@@ -10,6 +10,8 @@ import socket
 import ssl
 import time
 
+import h2.connection
+import h2.events
 import pytest
 
 from ccs_support import new_key, new_sender_id, register_device
@@ -128,6 +130,50 @@ def test_a_stalled_apns_handshake_is_closed(start_server):
     assert closed_by_server(s, 10), "a stalled TLS handshake on the APNs gateway was kept open"
     f = socket.create_connection(("127.0.0.1", int(srv.ready["apns_feedback_port"])), timeout=10)
     assert closed_by_server(f, 10), "an idle handshake on the feedback service was kept open"
+
+
+def test_a_stalled_https_handshake_and_an_unfinished_h2_stream_are_closed(start_server, xmpp):
+    srv = start_server(extra_args=SHORT + ["--https-port", "0"])
+    port = int(srv.ready["https_port"])
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"\x16\x03\x01")  # the first bytes of a ClientHello, then nothing
+    assert closed_by_server(s, 10), "a stalled TLS handshake on the HTTPS listener was kept open"
+
+    # HTTP/2: a request whose body never comes. Its stream is reset at the request deadline, and the
+    # connection, left with no open stream, is closed after the same time.
+    ctx = ssl.create_default_context(cafile=srv.ca_cert)
+    ctx.set_alpn_protocols(["h2"])
+    t = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="localhost")
+    assert t.selected_alpn_protocol() == "h2"
+    conn = h2.connection.H2Connection()
+    conn.initiate_connection()
+    conn.send_headers(1, [(":method", "POST"), (":path", "/emulator/v1/devices"), (":scheme", "https"),
+                          (":authority", "localhost"), ("content-type", "application/json")])
+    t.sendall(conn.data_to_send())
+    t.settimeout(0.5)
+    events: list = []
+    deadline = time.monotonic() + 10
+    closed = False
+    while time.monotonic() < deadline and not closed:
+        try:
+            data = t.recv(65536)
+        except (socket.timeout, TimeoutError, ssl.SSLWantReadError):
+            continue
+        except (ConnectionResetError, BrokenPipeError, ssl.SSLError, OSError):
+            closed = True
+            break
+        if not data:
+            closed = True
+            break
+        if any(isinstance(e, h2.events.ConnectionTerminated) for e in events):
+            continue  # after its GOAWAY the server may still send (a PING), then it closes
+        events += conn.receive_data(data)
+        if conn.data_to_send():
+            t.sendall(conn.data_to_send())
+    assert closed, f"an HTTP/2 connection with an unfinished request was kept open ({events})"
+    assert any(isinstance(e, h2.events.StreamReset) and e.stream_id == 1 for e in events), events
+    assert any(isinstance(e, h2.events.ConnectionTerminated) for e in events), events
+    healthy_round_trip(srv, xmpp)
 
 
 def listener_accept_queue(port: int) -> int:

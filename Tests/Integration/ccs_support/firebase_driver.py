@@ -8,6 +8,8 @@ emulator's /token. With "fcm_base": null nothing is redirected in code: proxy mo
 the CA in REQUESTS_CA_BUNDLE / SSL_CERT_FILE, set by the caller) takes the unmodified SDK there.
 
 OP: {"op": "send", "message": MSG, "dry_run": bool} or {"op": "send_each", "messages": [MSG…], "dry_run": bool}
+or {"op": "send_each_async", …} (the same through firebase-admin's httpx client, which offers HTTP/2)
+or {"op": "send_multicast" | "send_multicast_async", "tokens": [...], "message": MSG without a target, "dry_run": bool}
 or {"op": "subscribe" | "unsubscribe", "tokens": [...], "topic": T} (the v1 registrations API on
 fcm.googleapis.com: proxy mode only, its URL is fixed when the service is made)
 or {"op": "subscribe_legacy" | "unsubscribe_legacy", "tokens": [...], "topic": T} (the Instance ID API, whose
@@ -21,6 +23,7 @@ send_each gives {"responses": [RESULT…], "success_count", "failure_count"}.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import sys
@@ -77,6 +80,9 @@ def main() -> None:
         messaging._MessagingService.IID_URL = job["fcm_base"]
     app = firebase_admin.initialize_app(credentials.Certificate(job["credentials"]), name="emulator-test")
     results = []
+    # One event loop for the job: firebase-admin keeps its httpx client (and its pooled connections,
+    # bound to the loop that opened them) for the app's lifetime.
+    loop = asyncio.new_event_loop()
     try:
         for op in job["ops"]:
             dry_run = bool(op.get("dry_run", False))
@@ -85,8 +91,22 @@ def main() -> None:
                     results.append({"name": messaging.send(build(op["message"]), dry_run=dry_run, app=app)})
                 except Exception as e:  # the test asserts on the class firebase-admin raised
                     results.append(describe(e))
-            elif op["op"] == "send_each":
-                batch = messaging.send_each([build(m) for m in op["messages"]], dry_run=dry_run, app=app)
+            elif op["op"] in ("send_each", "send_each_async", "send_multicast", "send_multicast_async"):
+                if op["op"] == "send_each":
+                    batch = messaging.send_each([build(m) for m in op["messages"]], dry_run=dry_run, app=app)
+                elif op["op"] == "send_each_async":
+                    batch = loop.run_until_complete(messaging.send_each_async(
+                        [build(m) for m in op["messages"]], dry_run=dry_run, app=app))
+                else:
+                    one = build(op["message"])
+                    multicast = messaging.MulticastMessage(
+                        tokens=op["tokens"], data=one.data, notification=one.notification, android=one.android,
+                        apns=one.apns, webpush=one.webpush)
+                    if op["op"] == "send_multicast":
+                        batch = messaging.send_each_for_multicast(multicast, dry_run=dry_run, app=app)
+                    else:
+                        batch = loop.run_until_complete(messaging.send_each_for_multicast_async(
+                            multicast, dry_run=dry_run, app=app))
                 results.append({
                     "success_count": batch.success_count, "failure_count": batch.failure_count,
                     "responses": [{"name": r.message_id} if r.success else describe(r.exception) for r in batch.responses],
@@ -102,6 +122,7 @@ def main() -> None:
                 raise ValueError(f"unknown op {op['op']!r}")
     finally:
         firebase_admin.delete_app(app)
+        loop.close()
     print(json.dumps({"results": results}), flush=True)
 
 
