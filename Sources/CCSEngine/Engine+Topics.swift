@@ -127,6 +127,20 @@ extension Engine {
         return found.sorted()
     }
 
+    /// The one sender whose devices are subscribed to any of `topics` now; nil when none or several are.
+    public func soleSender(ofTopics topics: [String]) -> String? {
+        guard !topics.isEmpty else { return nil }
+        let names = Set(topics)
+        return state.withLock { s in
+            var owner: String?
+            for (topic, tokens) in s.topics.subscribers where !tokens.isEmpty && names.contains(topic.name) {
+                if let owner, owner != topic.senderID { return nil }
+                owner = topic.senderID
+            }
+            return owner
+        }
+    }
+
     /// Permissive mode: a sender first seen through an HTTP API with a server key is provisioned with
     /// that key, as a CCS login would (later legacy topic sends with the key then find it).
     public func provisionSender(_ senderID: String, key: String) {

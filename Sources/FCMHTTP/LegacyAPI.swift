@@ -82,6 +82,13 @@ extension FCMHTTPAPI {
         case .token, .tokens:
             let senders = tokenSenders
             let results = await send(sendRequest.message, tokens: sendRequest.tokens, senders: senders)
+            if case .tokensOwn(let key?) = caller {
+                // Permissive mode: a sender first seen sending to its tokens with this key is known by
+                // it from now on, as after a CCS login (a later topic send with the key finds it).
+                for (sender, result) in zip(senders, results) {
+                    if case .accepted = result { engine.provisionSender(sender, key: key) }
+                }
+            }
             if let sender = senders.first {
                 let unregistered = zip(sendRequest.tokens, results).compactMap { token, result -> String? in
                     if case .refused(.unregistered) = result { return token } else { return nil }
@@ -131,11 +138,20 @@ extension FCMHTTPAPI {
             case .configured(let list): sender = list.first ?? "0"
             case .tokensOwn(let key):
                 // A topic belongs to one sender, and a key names none by itself in permissive mode:
-                // the sender is the one that logged in over CCS (or subscribed tokens) with this key.
-                guard let key, let known = engine.senders(withServerKey: key).first else {
-                    return Self.plainText(status: .unauthorized,
-                        "Unauthorized: no sender is known by this server key; a topic send needs the key a sender logged in with over CCS or used to subscribe tokens (or --config)")
+                // the sender is the one that logged in over CCS, subscribed tokens or sent to its
+                // tokens with this key; else the one sender whose devices hold the topic(s) (apps
+                // usually subscribe themselves, so the app server's key may be new here).
+                let topics: [String]
+                switch sendRequest.target {
+                case .topic(let name): topics = [name]
+                case .condition(let source): topics = (try? TopicCondition.parse(source).topics) ?? []
+                default: topics = []
                 }
+                guard let key, let known = engine.senders(withServerKey: key).first ?? engine.soleSender(ofTopics: topics) else {
+                    return Self.plainText(status: .unauthorized,
+                        "Unauthorized: no sender is known by this server key; a topic send needs the key a sender logged in with over CCS, subscribed tokens or sent to its tokens with, a topic only one sender's devices hold, or --config")
+                }
+                engine.provisionSender(known, key: key)
                 sender = known
             }
             let results = await engineSend(SendRequest(sender: sender, target: sendRequest.target, message: sendRequest.message,

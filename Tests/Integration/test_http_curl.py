@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from ccs_support import http_json, new_sender_id, register_device
+from ccs_support import http_json, new_key, new_sender_id, register_device
 from ccs_support.fcm_http import access_token, credentials_file
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
@@ -48,9 +48,14 @@ def test_legacy_plain_text_form_and_errors(server):
     assert curl(url, "-H", "Authorization: key=", *json_headers, data='{"to":"x"}')[0] == 401
     status, _, body = curl(url, "-H", "Authorization: key=k", *json_headers, data="{not json")
     assert status == 400 and "JSON_PARSING_ERROR" in body, body
-    status, _, body = curl(url, "-H", "Authorization: key=k", *json_headers, data='{"to":"/topics/news"}')
-    # Permissive mode: a topic belongs to a sender, and no sender has used this key.
+    status, _, body = curl(url, "-H", f"Authorization: key={new_key()}", *json_headers,
+                           data='{"to":"/topics/nobody-' + new_sender_id() + '"}')
+    # Permissive mode: a topic belongs to a sender, no sender has used this key, and no device holds
+    # the topic.
     assert status == 401 and "no sender is known by this server key" in body, body
+    # Key k sent to the sender's token above: the sender is known by it now.
+    status, _, body = curl(url, "-H", "Authorization: key=k", *json_headers, data='{"to":"/topics/news"}')
+    assert status == 200 and isinstance(json.loads(body)["message_id"], int), body
     status, _, _ = curl(url, "-H", "Authorization: key=k", *json_headers, data='{"to":"' + "x" * (1 << 20) + '"}')
     assert status == 413
     # The server still answers after all of that.
