@@ -7,8 +7,8 @@ import NIOTLS
 
 /// The TLS HTTP listener's connections (`--https-port`, and proxy mode's tunnels, which reach it):
 /// HTTP/2 when the client offers `h2` in ALPN, as fcm.googleapis.com answers it, HTTP/1.1 otherwise.
-/// Clients that only speak HTTP/2 to Google (firebase-admin for Node's `sendEach`, gRPC-style
-/// stacks) need the first; every other client gets what it had before.
+/// A client whose HTTP/2 session does not fall back to HTTP/1.1 needs the first; every other
+/// client gets what it had before.
 ///
 /// Hummingbird's `HTTP2UpgradeChannel` does the negotiation. What it leaves open are two slow
 /// clients (docs/hardening.md): one that never finishes the TLS handshake (the HTTP/1.1 request
@@ -96,8 +96,8 @@ final class TLSHandshakeDeadline: ChannelInboundHandler, RemovableChannelHandler
 /// On an h2 connection, right after the TLS handler: reads the frame headers of what the server
 /// writes and, at its first GOAWAY, closes the connection `timeout` later unless it closed by then.
 final class HTTP2GoAwayDeadline: ChannelOutboundHandler, RemovableChannelHandler {
-    typealias OutboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
+    typealias OutboundIn = IOData
+    typealias OutboundOut = IOData
 
     let timeout: TimeAmount
     private var frames = HTTP2FrameHeaderScanner()
@@ -113,7 +113,12 @@ final class HTTP2GoAwayDeadline: ChannelOutboundHandler, RemovableChannelHandler
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if timer == nil, frames.scan(unwrapOutboundIn(data).readableBytesView, for: HTTP2FrameHeaderScanner.goAway) {
+        let goAway: Bool
+        switch unwrapOutboundIn(data) {
+        case .byteBuffer(let bytes): goAway = timer == nil && frames.scan(bytes.readableBytesView, for: HTTP2FrameHeaderScanner.goAway)
+        case .fileRegion(let region): goAway = false; frames.skipPayload(region.readableBytes)  // a DATA frame's payload
+        }
+        if goAway {
             timer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
                 HTTPRequestDeadlines.closed.add(1, ordering: .relaxed)
                 context.channel.close(promise: nil)
@@ -132,6 +137,11 @@ struct HTTP2FrameHeaderScanner {
     private var payloadLeft = 0
     /// The current frame header's bytes seen so far (fewer than 9).
     private var header: [UInt8] = []
+
+    /// Payload bytes written some other way than through `scan`.
+    mutating func skipPayload(_ count: Int) {
+        payloadLeft = max(0, payloadLeft - count)
+    }
 
     mutating func scan<Bytes: Collection>(_ bytes: Bytes, for type: UInt8) -> Bool where Bytes.Element == UInt8 {
         var found = false

@@ -30,6 +30,15 @@ import Testing
             #expect(foundIn.count == 1, "piece size \(pieceSize)")
             #expect(foundIn.first?.contains(lastHeaderByte) == true, "piece size \(pieceSize)")
         }
+        // A DATA frame whose payload went out as a file region (not through `scan`).
+        var skipping = HTTP2FrameHeaderScanner()
+        let data = Self.frame(type: 0x0, length: 100, stream: 1)
+        let inHeader = skipping.scan(data.prefix(9), for: HTTP2FrameHeaderScanner.goAway)
+        #expect(!inHeader)
+        skipping.skipPayload(100)
+        let afterRegion = skipping.scan(Self.frame(type: 0x7, length: 8), for: HTTP2FrameHeaderScanner.goAway)
+        #expect(afterRegion)
+
         var none = HTTP2FrameHeaderScanner()
         let found = none.scan(Self.frame(type: 0x4, length: 30) + Self.frame(type: 0x6, length: 8), for: HTTP2FrameHeaderScanner.goAway)
         #expect(!found)
