@@ -88,7 +88,7 @@ struct Serve: AsyncParsableCommand {
     var devicePort = 5228
     @Option(help: "HTTP port (FCM HTTP APIs and admin API). 0 picks a free port.")
     var httpPort = 8080
-    @Option(help: "Also serve the HTTP routes over TLS (development-CA certificate) on this port. 0 picks a free port. Default: not served.")
+    @Option(help: "Also serve the HTTP routes over TLS (development-CA certificate) on this port, in HTTP/2 when the client offers h2 (ALPN), else HTTP/1.1. 0 picks a free port. Default: not served.")
     var httpsPort: Int?
     @Option(help: "Proxy mode: an HTTP CONNECT proxy (HTTPS_PROXY=http://HOST:PORT) that tunnels only to the Google hosts the emulator plays. 0 picks a free port. Default: off.")
     var proxyPort: Int?
