@@ -85,9 +85,10 @@ extension FCMHTTPAPI {
             if case .tokensOwn(let key?) = caller {
                 // Permissive mode: a sender first seen sending to its tokens with this key is known by
                 // it from now on, as after a CCS login (a later topic send with the key finds it).
-                for (sender, result) in zip(senders, results) {
-                    if case .accepted = result { engine.provisionSender(sender, key: key) }
-                }
+                let accepted = Set(zip(senders, results).compactMap { sender, result -> String? in
+                    if case .accepted = result { return sender } else { return nil }
+                })
+                for sender in accepted { engine.provisionSender(sender, key: key) }
             }
             if let sender = senders.first {
                 let unregistered = zip(sendRequest.tokens, results).compactMap { token, result -> String? in
