@@ -331,7 +331,8 @@ public final class Emulator: Sendable {
             let router = Router()
             if let token = config.adminToken { router.add(middleware: AdminTokenMiddleware(token: token)) }
             AdminAPI(engine: engine, info: { ports.withLock { $0 } }, connectionStatistics: {
-                ["idle_parsers_released": XMPPListener.idleParsersReleased]
+                ["idle_parsers_released": XMPPListener.idleParsersReleased,
+                 "http_deadline_closes": HTTPRequestDeadlines.closed.load(ordering: .relaxed)]
             }, metricsText: { prometheus.scrape(engine: engine) }).addRoutes(to: router)
             Dashboard.addRoutes(to: router)
             // The FCM HTTP APIs (legacy send, OAuth2, v1) on the same port and the same engine.

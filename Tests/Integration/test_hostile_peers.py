@@ -14,7 +14,7 @@ import h2.connection
 import h2.events
 import pytest
 
-from ccs_support import new_key, new_sender_id, register_device
+from ccs_support import http_json, new_key, new_sender_id, register_device
 from ccs_support.xmpp import gcm_stanza
 
 SHORT = ["--auth-timeout", "2", "--request-timeout", "2"]
@@ -173,6 +173,10 @@ def test_a_stalled_https_handshake_and_an_unfinished_h2_stream_are_closed(start_
     assert closed, f"an HTTP/2 connection with an unfinished request was kept open ({events})"
     assert any(isinstance(e, h2.events.StreamReset) and e.stream_id == 1 for e in events), events
     assert any(isinstance(e, h2.events.ConnectionTerminated) for e in events), events
+    # The stalled handshake, the h2 stream without its body, and the h2 connection that outstayed
+    # its GOAWAY.
+    status, info = http_json("GET", f"{srv.http_base}/emulator/v1/info")
+    assert status == 200 and info["connections"]["http_deadline_closes"] == 3, info
     healthy_round_trip(srv, xmpp)
 
 
