@@ -22,6 +22,12 @@ final class HTTPRequestDeadlines: ChannelInboundHandler, RemovableChannelHandler
     /// and end was measured at 4 % of the event loop's time under HTTP load.)
     private var timer: Scheduled<Void>?
 
+    /// Closes a connection (or HTTP/2 stream) that missed a deadline, counted in `closed`.
+    static func close(_ channel: any Channel) {
+        closed.add(1, ordering: .relaxed)
+        channel.close(promise: nil)
+    }
+
     init(timeout: TimeAmount) {
         self.timeout = timeout
     }
@@ -58,8 +64,7 @@ final class HTTPRequestDeadlines: ChannelInboundHandler, RemovableChannelHandler
         timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: due) { [self] in
             timer = nil
             if NIODeadline.now() >= due {
-                Self.closed.add(1, ordering: .relaxed)
-                context.channel.close(promise: nil)
+                Self.close(context.channel)
             } else {
                 schedule(context)
             }

@@ -66,10 +66,7 @@ final class TLSHandshakeDeadline: ChannelInboundHandler, RemovableChannelHandler
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        timer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
-            HTTPRequestDeadlines.closed.add(1, ordering: .relaxed)
-            context.channel.close(promise: nil)
-        }
+        timer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { HTTPRequestDeadlines.close(context.channel) }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -119,10 +116,7 @@ final class HTTP2GoAwayDeadline: ChannelOutboundHandler, RemovableChannelHandler
         case .fileRegion(let region): goAway = false; frames.skipPayload(region.readableBytes)  // a DATA frame's payload
         }
         if goAway {
-            timer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
-                HTTPRequestDeadlines.closed.add(1, ordering: .relaxed)
-                context.channel.close(promise: nil)
-            }
+            timer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { HTTPRequestDeadlines.close(context.channel) }
         }
         context.write(data, promise: promise)
     }

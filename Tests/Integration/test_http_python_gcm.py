@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ccs_support import get_device, http_json, new_key, new_sender_id
+from ccs_support import http_json, new_key, new_sender_id
 
 gcm = pytest.importorskip("gcm")
 from gcm.gcm import GCMInvalidRegistrationException  # noqa: E402
@@ -45,10 +45,10 @@ def test_plain_text_json_topic_and_dry_run(server, devices):
 
     dry = g.json_request(registration_ids=[token], data={"dry": "1"}, dry_run=True)
     assert dry["success"] == {token: "fake_message_id"}, dry
+    # A real message after the dry run: had the dry run gone out, it would come before this one.
+    assert g.plaintext_request(registration_id=token, data={"after": "dry"}) is None
 
-    received = [dev.expect(lambda e: e.get("event") == "message", timeout=20)["message"] for _ in range(3)]
-    assert [m["data"] for m in received] == [{"form": "1"}, {"json": "1"}, {"topic": "1"}], received
+    received = [dev.expect(lambda e: e.get("event") == "message", timeout=20)["message"] for _ in range(4)]
+    assert [m["data"] for m in received] == [{"form": "1"}, {"json": "1"}, {"topic": "1"}, {"after": "dry"}], received
     assert received[2]["from"] == f"/topics/{topic}", received
     assert received[1]["collapse_key"] == "c" and received[1]["priority"] == "high", received
-    _, device = get_device(server.http_base, token)
-    assert device["queue"] == [], device  # the dry run stored nothing
