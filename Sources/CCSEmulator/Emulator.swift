@@ -77,6 +77,8 @@ public struct EmulatorConfiguration: Sendable {
     public var adminToken: String?
     /// The app-server audit (docs/conformance.md); off saves its bookkeeping under load tests.
     public var audit = true
+    /// FCM's per-device message limit (`--device-message-rate`); nil: off.
+    public var deviceMessageRate: DeviceMessageRate?
     /// The message journal (docs/admin-api.md#message-journal); off saves its writes under load tests.
     public var journal = true
     public var journalRetention = MessageJournal.Retention()
@@ -234,6 +236,7 @@ public final class Emulator: Sendable {
                                                        ackTimeoutMillis: config.ackTimeoutMillis,
                                                        maxConnectionsPerSender: config.maxConnectionsPerSender)
         engineConfiguration.auditEnabled = config.audit
+        engineConfiguration.deviceMessageRate = config.deviceMessageRate
         let journal = config.journal ? try openJournal(path: dataDir + "/journal.sqlite", config: config, logger: logger) : nil
         let prometheus = PrometheusMetrics()
         let engine = try Engine(committer: committer, clock: clock, configuration: engineConfiguration, journal: journal,

@@ -74,6 +74,12 @@ extension Engine {
             if let package = message.restrictedPackageName, package != device.app {
                 return .refused(.packageMismatch(token: to, package: package))
             }
+            // FCM's per-device limit counts what app servers send (a dry run goes nowhere; APNs has
+            // no such answer). Counted before the later checks, as FCM counts client errors too.
+            if case .fcm = origin, !message.dryRun, s.deviceRates != nil,
+               let wait = s.deviceRates!.admit(to, now: now) {
+                return .refused(.deviceMessageRateExceeded(token: to, retryAfterMillis: wait))
+            }
             let id = DeviceMessageID.make(micros: nextMicros(&s), senderHash: DeviceMessageID.senderHash(senderID))
             let deviceState = s.deviceStates[to] ?? DeviceState()
             let takesNow = s.online[to]?.loaded == true

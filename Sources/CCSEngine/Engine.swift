@@ -61,6 +61,8 @@ public final class Engine: Sendable {
         public var maxPendingOutboundPerSender: Int
         /// Whether the app-server audit records anything (docs/conformance.md).
         public var auditEnabled = true
+        /// FCM's per-device message rate limit; nil: none (the default, so that load tests are not throttled).
+        public var deviceMessageRate: DeviceMessageRate? = nil
 
         public init(authMode: AuthMode = .permissive, configuredSenders: [String: String] = [:],
                     maxSendersPerDevice: Int = 100, maxCollapseKeys: Int = 4, maxStoredNonCollapsible: Int = 100,
@@ -231,6 +233,8 @@ public final class Engine: Sendable {
         /// Offered messages whose write committed before any confirmation came: a confirmation that
         /// comes later removes them (the newest `writtenOffersKept`).
         var writtenOffers = RecentMap<String>(capacity: Engine.writtenOffersKept)
+        /// Messages counted against each device's rate limit (nil: `--device-message-rate` is off).
+        var deviceRates: DeviceRateLimiter? = nil
     }
 
     struct Offered {
@@ -314,6 +318,7 @@ public final class Engine: Sendable {
         }
         s.groups = DeviceGroupRegistry(try committer.store.loadDeviceGroups())
         s.lastMicros = try committer.store.largestMessageMicros()
+        s.deviceRates = configuration.deviceMessageRate.map(DeviceRateLimiter.init(rate:))
         // In a cluster, upstream messages and receipts are taken from the store when an app server
         // connects (`ClusterCoordinator.claimOutbound`): another node may be sending them now.
         for record in cluster == nil ? try committer.store.loadOutbound() : [] {

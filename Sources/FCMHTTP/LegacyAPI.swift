@@ -197,6 +197,7 @@ extension FCMHTTPAPI {
         case .invalidTopic: return "InvalidParameters"
         case .groupNotFound: return "NotRegistered"
         case .messageTooBig: return "MessageTooBig"
+        case .deviceMessageRateExceeded: return "DeviceMessageRateExceeded"
         case .unavailable: return "Unavailable"
         }
     }

@@ -118,6 +118,9 @@ extension FCMHTTPAPI {
         case .messageTooBig(_, let bytes):
             return .invalidArgument("Message is too big: after translation for the iOS device its APNs payload is \(bytes) bytes, the limit is \(APNsNotification.maximumPayloadBytes)",
                                     field: "message", description: "message is too big")
+        case .deviceMessageRateExceeded(_, let millis):
+            // Whole seconds, rounded up: a client that waits Retry-After finds room.
+            return .quotaExceeded(retryAfter: Int(max(1, (millis + 999) / 1000)))
         case .unavailable:
             return .unavailable(retryAfter: 1)
         }

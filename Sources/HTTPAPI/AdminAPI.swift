@@ -179,6 +179,7 @@ public struct AdminAPI: Sendable {
             "apns_port": .int(Int64(i.apnsPort)), "apns_feedback_port": .int(Int64(i.apnsFeedbackPort)),
             "data_dir": .string(i.dataDir), "auth": .string(engine.configuration.authMode.rawValue),
             "devices": .int(Int64(engine.deviceCount)),
+            "device_message_rate": engine.configuration.deviceMessageRate.map { .string($0.description) } ?? .null,
         ]))
     }
 

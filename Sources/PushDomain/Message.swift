@@ -111,6 +111,9 @@ public enum SendError: Error, Sendable, Equatable {
     /// Rendered for the token's iOS device, the APNs payload is over APNs's 4096 bytes
     /// (docs/platforms.md).
     case messageTooBig(token: String, bytes: Int)
+    /// Too many messages to this device in a window of `serve --device-message-rate` (FCM's per-device
+    /// limit); `retryAfterMillis`: until every window has room again.
+    case deviceMessageRateExceeded(token: String, retryAfterMillis: Int64)
     /// The store could not take the message (a full disk, an unwritable or failing database): retry
     /// with backoff; service resumes by itself once the store takes writes again.
     case unavailable

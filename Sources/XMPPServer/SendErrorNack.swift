@@ -25,6 +25,9 @@ extension Nack {
         case .messageTooBig(_, let bytes):
             self.init(messageID: messageID, from: from, code: .invalidJSON,
                       description: "MessageTooBig: the APNs payload for the iOS device is \(bytes) bytes, the limit is 4096")
+        case .deviceMessageRateExceeded:
+            self.init(messageID: messageID, from: from, code: .deviceMessageRateExceeded,
+                      description: NackCode.deviceMessageRateExceeded.defaultDescription)
         case .unavailable:
             self.init(messageID: messageID, from: from, code: .serviceUnavailable,
                       description: "Service unavailable: the message could not be stored; retry with exponential backoff")
@@ -35,12 +38,15 @@ extension Nack {
     /// every device in the group, the app server receives a NACK"). The code is the emulator's
     /// choice (docs/semantics.md, "Device groups"): INTERNAL_SERVER_ERROR when any member failed
     /// for a store error (retrying may work), DEVICE_UNREGISTERED when every member was found
-    /// uninstalled or unknown, BAD_REGISTRATION otherwise (a member of another app or sender).
+    /// uninstalled or unknown, DEVICE_MESSAGE_RATE_EXCEEDED when any was over its rate limit (later
+    /// may work), BAD_REGISTRATION otherwise (a member of another app or sender).
     init(messageID: String, groupOutcome outcome: GroupSendOutcome) {
         let errors = outcome.failed.map(\.error)
         let code: NackCode
         if errors.contains(.unavailable) {
             code = .serviceUnavailable
+        } else if errors.contains(where: { if case .deviceMessageRateExceeded = $0 { true } else { false } }) {
+            code = .deviceMessageRateExceeded
         } else if errors.allSatisfy({ if case .unregistered = $0 { true } else if case .invalidRegistration = $0 { true } else { false } }) {
             code = .deviceUnregistered
         } else {

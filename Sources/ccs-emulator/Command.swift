@@ -134,6 +134,8 @@ struct Serve: AsyncParsableCommand {
     var ackTimeout: Double = 60
     @Option(help: "Parallel app-server connections per sender ID.")
     var maxConnections = 1000
+    @Option(help: ArgumentHelp("FCM's per-device message limit: off, fcm (240/min,5000/h, as FCM documents it), or windows such as 3/10s,100/h. A message over it is refused: DEVICE_MESSAGE_RATE_EXCEEDED (CCS), DeviceMessageRateExceeded (legacy HTTP), 429 QUOTA_EXCEEDED with Retry-After (HTTP v1).", valueName: "limit"))
+    var deviceMessageRate = "off"
     @Option(help: "on: record app servers' client obligations kept and broken (GET /emulator/v1/audit); off: record nothing (load tests).")
     var audit: Switch = .on
     @Option(help: "on: record every message's life (GET /emulator/v1/messages, the dashboard); off: record nothing (load tests).")
@@ -184,6 +186,9 @@ struct Serve: AsyncParsableCommand {
         if !(1...86_400).contains(authTimeout) { throw ValidationError("--auth-timeout must be 1...86400 seconds") }
         if !(1...3600).contains(requestTimeout) { throw ValidationError("--request-timeout must be 1...3600 seconds") }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
+        if deviceMessageRate != "off" && DeviceMessageRate(parsing: deviceMessageRate) == nil {
+            throw ValidationError("--device-message-rate: off, fcm, or up to 4 windows LIMIT/PERIOD separated by commas (LIMIT 1 to 1000000; PERIOD s, min, h or d, with an optional count such as 10s; 1 second to 1 day)")
+        }
     }
 
     func run() async throws {
@@ -221,6 +226,7 @@ struct Serve: AsyncParsableCommand {
         c.ackTimeoutMillis = Int64(ackTimeout * 1000)
         c.maxConnectionsPerSender = maxConnections
         c.audit = audit == .on
+        c.deviceMessageRate = deviceMessageRate == "off" ? nil : DeviceMessageRate(parsing: deviceMessageRate)
         c.journal = journal == .on
         c.importDirectory = importDirectory
         c.exportOnExitDirectory = exportOnExit

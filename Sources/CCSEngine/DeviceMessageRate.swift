@@ -1,0 +1,142 @@
+/// FCM's limit on the messages one device may be sent ("Maximum message rate to a single device":
+/// 240 a minute and 5,000 an hour on Android, "these minutes are not aligned to the clock"), as a set
+/// of windows, each a limit per period. Off unless `serve --device-message-rate` names one
+/// (docs/semantics.md, "Rate limits").
+public struct DeviceMessageRate: Sendable, Equatable, CustomStringConvertible {
+    public struct Window: Sendable, Equatable {
+        /// Messages allowed per period (1 to 1,000,000).
+        public let limit: Int
+        /// The period in milliseconds (1 second to 1 day).
+        public let periodMillis: Int64
+
+        public init?(limit: Int, periodMillis: Int64) {
+            guard (1...DeviceMessageRate.maximumLimit).contains(limit),
+                  (1000...DeviceMessageRate.maximumPeriodMillis).contains(periodMillis) else { return nil }
+            self.limit = limit
+            self.periodMillis = periodMillis
+        }
+    }
+
+    public let windows: [Window]
+
+    public static let maximumLimit = 1_000_000
+    public static let maximumPeriodMillis: Int64 = 86_400_000
+    public static let maximumWindows = 4
+
+    /// The numbers of FCM's documentation (firebase.google.com/docs/cloud-messaging/throttling-and-quotas).
+    public static let fcm = DeviceMessageRate(windows: [Window(limit: 240, periodMillis: 60_000)!,
+                                                        Window(limit: 5000, periodMillis: 3_600_000)!])
+
+    public init(windows: [Window]) { self.windows = windows }
+
+    /// `fcm`, or windows separated by commas, each `LIMIT/PERIOD` with PERIOD a unit (`s`, `min`,
+    /// `h`, `d`) with an optional count before it: `240/min,5000/h`, `3/10s`. Nil for anything else.
+    public init?(parsing text: String) {
+        if text == "fcm" {
+            self = .fcm
+            return
+        }
+        var windows: [Window] = []
+        for item in text.split(separator: ",", omittingEmptySubsequences: false) {
+            let parts = item.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == 2, parts[0].utf8.count <= 7, let limit = Int(parts[0]),
+                  let period = Self.periodMillis(parts[1]), let window = Window(limit: limit, periodMillis: period)
+            else { return nil }
+            windows.append(window)
+        }
+        guard !windows.isEmpty, windows.count <= Self.maximumWindows else { return nil }
+        self.windows = windows
+    }
+
+    private static let units: [(String, Int64)] = [("min", 60_000), ("s", 1000), ("h", 3_600_000), ("d", 86_400_000)]
+
+    private static func periodMillis(_ text: Substring) -> Int64? {
+        for (unit, millis) in units where text.hasSuffix(unit) {
+            let count = text.dropLast(unit.count)
+            if count.isEmpty { return millis }
+            guard count.utf8.count <= 5, count.utf8.allSatisfy({ (48...57).contains($0) }), let n = Int64(count), n > 0 else {
+                return nil
+            }
+            return n * millis
+        }
+        return nil
+    }
+
+    public var description: String {
+        windows.map { w in
+            for (unit, millis) in Self.units.sorted(by: { $0.1 > $1.1 }) where w.periodMillis % millis == 0 {
+                let n = w.periodMillis / millis
+                return "\(w.limit)/\(n == 1 ? "" : String(n))\(unit)"
+            }
+            return "\(w.limit)/\(w.periodMillis / 1000)s"
+        }.joined(separator: ",")
+    }
+}
+
+/// One token bucket per window and device: a window of L messages per P ms holds up to L·P units,
+/// gains L units a millisecond and a message costs P (whole numbers: no drift, and a virtual clock
+/// advanced by P refills it exactly). Kept in memory only: a restart starts every device afresh.
+struct DeviceRateLimiter {
+    let rate: DeviceMessageRate
+    private var levels: [String: Levels] = [:]
+    private var admitsSincePrune = 0
+
+    private struct Levels {
+        var units: [Int64]
+        var atMillis: Int64
+    }
+
+    init(rate: DeviceMessageRate) { self.rate = rate }
+
+    var trackedDevices: Int { levels.count }
+
+    /// Takes one message for `token` at `now`: nil when every window has room (the message is counted),
+    /// else the milliseconds until every window will (nothing is counted).
+    mutating func admit(_ token: String, now: Int64) -> Int64? {
+        admitsSincePrune += 1
+        if admitsSincePrune >= Self.pruneEvery { prune(now: now) }
+        var entry = refilled(levels[token], now: now)
+        var wait: Int64 = 0
+        for (i, window) in rate.windows.enumerated() where entry.units[i] < window.periodMillis {
+            let missing = window.periodMillis - entry.units[i]
+            wait = max(wait, (missing + Int64(window.limit) - 1) / Int64(window.limit))
+        }
+        if wait > 0 {
+            levels[token] = entry
+            return wait
+        }
+        for (i, window) in rate.windows.enumerated() { entry.units[i] -= window.periodMillis }
+        levels[token] = entry
+        return nil
+    }
+
+    private func refilled(_ entry: Levels?, now: Int64) -> Levels {
+        guard var entry else {
+            return Levels(units: rate.windows.map { Int64($0.limit) * $0.periodMillis }, atMillis: now)
+        }
+        // A clock set back refills nothing; the bucket's time stays where it was.
+        let elapsed = max(0, now - entry.atMillis)
+        for (i, window) in rate.windows.enumerated() {
+            let capacity = Int64(window.limit) * window.periodMillis
+            // elapsed × limit overflows only after about 292 years at the largest limit.
+            let gained = elapsed >= window.periodMillis ? capacity : elapsed * Int64(window.limit)
+            entry.units[i] = min(capacity, entry.units[i] + gained)
+        }
+        entry.atMillis = max(entry.atMillis, now)
+        return entry
+    }
+
+    static let pruneEvery = 4096
+
+    /// Drops the devices whose buckets are full again: they hold nothing a fresh entry would not.
+    private mutating func prune(now: Int64) {
+        admitsSincePrune = 0
+        let windows = rate.windows
+        levels = levels.filter { _, entry in
+            let elapsed = max(0, now - entry.atMillis)
+            return windows.enumerated().contains { i, w in
+                elapsed < w.periodMillis && entry.units[i] + elapsed * Int64(w.limit) < Int64(w.limit) * w.periodMillis
+            }
+        }
+    }
+}

@@ -1,0 +1,89 @@
+@testable import CCSEngine
+import CCSProtocol
+import Testing
+
+@Suite struct DeviceMessageRateTests {
+    @Test func parsesFCMAndWindows() throws {
+        #expect(DeviceMessageRate(parsing: "fcm") == .fcm)
+        #expect(DeviceMessageRate.fcm.description == "240/min,5000/h")
+        let rate = try #require(DeviceMessageRate(parsing: "3/10s,100/h,7/d,1000000/90min"))
+        #expect(rate.windows.map(\.limit) == [3, 100, 7, 1_000_000])
+        #expect(rate.windows.map(\.periodMillis) == [10_000, 3_600_000, 86_400_000, 5_400_000])
+        #expect(rate.description == "3/10s,100/h,7/d,1000000/90min")
+        #expect(DeviceMessageRate(parsing: "1/60s")?.description == "1/min")
+    }
+
+    @Test(arguments: ["", "off", "3", "3/", "/min", "0/min", "-1/min", "3/0s", "3/x", "3/min,", "1000001/min",
+                      "3/2d", "3/0.5s", "3/999999999999999999999s", "99999999999999999999/min",
+                      "1/s,1/s,1/s,1/s,1/s", "3/ min", "3/s/s"])
+    func refusesWhatIsNotALimit(_ text: String) {
+        #expect(DeviceMessageRate(parsing: text) == nil)
+    }
+
+    @Test func aBucketRefillsAtItsRateAndSaysWhenThereIsRoom() throws {
+        var limiter = DeviceRateLimiter(rate: try #require(DeviceMessageRate(parsing: "3/min")))
+        let t0: Int64 = 1_700_000_000_000
+        for _ in 0..<3 { #expect(limiter.admit("a", now: t0) == nil) }
+        // The fourth waits for one message's worth of refill: a third of a minute.
+        #expect(limiter.admit("a", now: t0) == 20_000)
+        #expect(limiter.admit("a", now: t0 + 19_999) == 1)
+        #expect(limiter.admit("a", now: t0 + 20_000) == nil)
+        #expect(limiter.admit("a", now: t0 + 20_000) == 20_000)
+        // Another device has its own count.
+        #expect(limiter.admit("b", now: t0) == nil)
+        // A whole period refills to the limit, never past it.
+        for _ in 0..<3 { #expect(limiter.admit("a", now: t0 + 10 * 60_000) == nil) }
+        #expect(limiter.admit("a", now: t0 + 10 * 60_000) != nil)
+    }
+
+    @Test func everyWindowMustHaveRoom() throws {
+        var limiter = DeviceRateLimiter(rate: try #require(DeviceMessageRate(parsing: "2/s,3/min")))
+        let t0: Int64 = 1_000_000
+        #expect(limiter.admit("a", now: t0) == nil)
+        #expect(limiter.admit("a", now: t0) == nil)
+        #expect(limiter.admit("a", now: t0) == 500)  // the second's window: half a second
+        #expect(limiter.admit("a", now: t0 + 1000) == nil)
+        // The minute's window is spent: 20 s until a third of it is back.
+        #expect(limiter.admit("a", now: t0 + 2000) == 18_000)
+    }
+
+    @Test func aClockSetBackRefillsNothing() throws {
+        var limiter = DeviceRateLimiter(rate: try #require(DeviceMessageRate(parsing: "1/min")))
+        #expect(limiter.admit("a", now: 100_000) == nil)
+        #expect(limiter.admit("a", now: 40_000) == 60_000)
+        #expect(limiter.admit("a", now: 160_000) == nil)
+    }
+
+    @Test func fullBucketsAreForgotten() throws {
+        var limiter = DeviceRateLimiter(rate: try #require(DeviceMessageRate(parsing: "5/s")))
+        for i in 0..<100 { _ = limiter.admit("d\(i)", now: 0) }
+        #expect(limiter.trackedDevices == 100)
+        for i in 0..<DeviceRateLimiter.pruneEvery { _ = limiter.admit("late", now: 10_000 + Int64(i)) }
+        #expect(limiter.trackedDevices == 1)
+    }
+
+    @Test func theEngineRefusesOverTheLimitAndCountsNoDryRun() async throws {
+        var configuration = Engine.Configuration()
+        configuration.deviceMessageRate = DeviceMessageRate(parsing: "2/min")
+        let h = try Harness(configuration: configuration)
+        let device = try await h.register()
+        let other = try await h.register()
+        #expect(await h.send(data("dry", to: device.token) { $0.dryRun = true }) == .ack(from: device.token))
+        #expect(await h.send(data("m1", to: device.token)) == .ack(from: device.token))
+        #expect(await h.send(data("m2", to: device.token)) == .ack(from: device.token))
+        #expect(await h.send(data("m3", to: device.token)) ==
+                .nack(.deviceMessageRateExceeded(token: device.token, retryAfterMillis: 30_000)))
+        #expect(await h.send(data("o1", to: other.token)) == .ack(from: other.token))
+        // An unknown token is refused for what it is, not counted.
+        #expect(await h.send(data("x", to: "no-such-token")) == .nack(.invalidRegistration(token: "no-such-token")))
+        h.clock.advance(byMillis: 30_000)
+        #expect(await h.send(data("m4", to: device.token)) == .ack(from: device.token))
+        #expect(try h.queue(device.token).map(\.appMessageID) == ["m1", "m2", "m4"])
+    }
+
+    @Test func withoutALimitNothingIsCounted() async throws {
+        let h = try Harness()
+        let device = try await h.register()
+        for i in 0..<300 { #expect(await h.send(data("m\(i)", to: device.token) { $0.timeToLive = 0 }) == .ack(from: device.token)) }
+    }
+}
