@@ -211,7 +211,7 @@ let package = Package(
             .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
         .testTarget(name: "XMPPServerTests", dependencies: [
-            "XMPPServer", "XMLStreaming", "CCSEngine", "CCSStore",
+            "XMPPServer", "XMLStreaming", "CCSEngine", "CCSStore", "CCSProtocol",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
