@@ -94,12 +94,14 @@ extension Engine: ClusterEvents {
                     if let old = s.devices[token] {
                         s.tokenByDeviceID[old.deviceID] = nil
                         if let apns = old.apnsToken, s.apnsTokens[apns] == token { s.apnsTokens[apns] = nil }
+                        s.removeAliases(of: old)
                     }
                     if let record {
                         s.devices[token] = record
                         s.deviceStates[token] = DeviceState(json: record.state)
                         s.tokenByDeviceID[record.deviceID] = token
                         if let apns = record.apnsToken { s.apnsTokens[apns] = token }
+                        s.addAliases(of: record)
                     } else {
                         s.devices[token] = nil
                         s.deviceStates[token] = nil
@@ -131,11 +133,13 @@ extension Engine: ClusterEvents {
                     s.deviceStates = [:]
                     s.tokenByDeviceID = [:]
                     s.apnsTokens = [:]
+                    s.aliases = [:]
                     for d in devices {
                         s.devices[d.token] = d
                         s.deviceStates[d.token] = DeviceState(json: d.state)
                         s.tokenByDeviceID[d.deviceID] = d.token
                         if let apns = d.apnsToken { s.apnsTokens[apns] = d.token }
+                        s.addAliases(of: d)
                     }
                     s.topics = TopicRegistry()
                     for t in subscriptions { _ = s.topics.add(.init(senderID: t.senderID, name: t.topic), token: t.token, at: t.addedAt) }

@@ -75,6 +75,7 @@ extension Engine {
         s.deviceStates[record.token] = DeviceState(json: record.state)
         s.tokenByDeviceID[record.deviceID] = record.token
         if let apns = record.apnsToken { s.apnsTokens[apns] = record.token }
+        s.addAliases(of: record)
     }
 
     func commit(_ ops: [StoreOp]) async throws(DeviceManagementError) {
@@ -138,8 +139,9 @@ extension Engine {
         }
     }
 
+    /// The installation `token` names: by its first token or by one it was given later (a refresh).
     public func device(token: String) -> DeviceRecord? {
-        state.withLock { $0.devices[token] }
+        state.withLock { s in s.installationToken(token).flatMap { s.devices[$0] } }
     }
 
     public func deviceState(token: String) -> DeviceState? {
@@ -468,6 +470,37 @@ extension Engine {
         return fresh
     }
 
+    /// A token refresh (the app's `onNewToken`): the installation gets a new registration token with
+    /// the same instance id, and keeps everything else (queue, tray, topics, groups, state, connection).
+    /// Its earlier tokens still reach it; an answer to a message sent to one of them names the newest
+    /// as the canonical registration id (docs/semantics.md, "Canonical registration ids"). `token` may
+    /// be any of the installation's tokens. Returns the record, `canonicalToken` the new token.
+    public func refreshToken(_ token: String) async throws(DeviceManagementError) -> DeviceRecord {
+        try await change { s in
+            guard let key = s.installationToken(token), let before = s.devices[key] else { return .failure(.unknownDevice(token)) }
+            guard before.status == .active else {
+                return .failure(.invalidRequest("the app was uninstalled: its tokens are dead and get no new one"))
+            }
+            guard before.refreshedTokens.count < Self.maximumRefreshedTokens else {
+                return .failure(.invalidRequest("this installation has had \(Self.maximumRefreshedTokens) tokens after its first; it gets no more (reinstall it)"))
+            }
+            let instance = RegistrationToken.instanceID(of: before.token) ?? RegistrationToken.makeInstanceID()
+            let fresh = RegistrationToken.make(instanceID: instance)
+            var after = before
+            after.refreshedTokens.append(fresh)
+            s.devices[key] = after
+            s.aliases[fresh] = key
+            return .success(Change(value: after, ops: [.upsertDevice(after)], undo: { [after] s in
+                guard s.devices[key] == after else { return }
+                s.devices[key] = before
+                s.aliases[fresh] = nil
+            }))
+        }
+    }
+
+    /// Tokens one installation may be given after its first: every one stays valid, so they are bounded.
+    public static let maximumRefreshedTokens = 100
+
     /// Forgets one sender's state: the devices registered for it alone (their connections close), its
     /// queued messages, upstream messages and receipts, topic subscriptions and device groups. Devices
     /// shared with other senders stay, without this sender. The sender's credentials and app-server
@@ -486,6 +519,7 @@ extension Engine {
                     s.devices[token] = nil
                     s.deviceStates[token] = nil
                     s.tokenByDeviceID[device.deviceID] = nil
+                    s.removeAliases(of: device)
                     if let link = s.online.removeValue(forKey: token)?.link { links.append(link) }
                     if let apns = device.apnsToken, s.apnsTokens[apns] == token { s.apnsTokens[apns] = nil }
                     _ = s.topics.removeAll(token: token)
@@ -518,7 +552,9 @@ extension Engine {
             let before = (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending, s.upstreamIDs, s.topics)
             let groupsBefore = s.groups
             let apnsBefore = s.apnsTokens
+            let aliasesBefore = s.aliases
             s.apnsTokens = [:]
+            s.aliases = [:]
             let links = s.online.values.map(\.link)
             let count = s.devices.count
             s.groups.removeAll()
@@ -535,6 +571,7 @@ extension Engine {
                 (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending, s.upstreamIDs, s.topics) = before
                 s.groups = groupsBefore
                 s.apnsTokens = apnsBefore
+                s.aliases = aliasesBefore
             }))
         }
         for link in links { link.close() }

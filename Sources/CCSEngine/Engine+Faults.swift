@@ -53,7 +53,7 @@ extension Engine {
     func applyAcceptedFaults(sender: String, results: [SendResult]) {
         guard faults.isActive(.accepted) else { return }
         for result in results {
-            guard case .accepted(let token, _) = result else { continue }
+            guard case .accepted(let token, _, _) = result else { continue }
             for action in faults.decide(.accepted, FaultSubject(sender: sender, token: token, origin: "engine")) where action == .uninstall {
                 Task { try? await self.uninstall(token: token) }
             }

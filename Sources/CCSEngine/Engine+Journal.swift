@@ -12,7 +12,7 @@ extension Engine {
         if let metrics {
             for result in results {
                 switch result {
-                case .accepted(_, nil): metrics.answered(api: request.origin.api, outcome: .notStored)
+                case .accepted(_, nil, _): metrics.answered(api: request.origin.api, outcome: .notStored)
                 case .fannedOut where request.message.dryRun: metrics.answered(api: request.origin.api, outcome: .notStored)
                 case .accepted, .fannedOut: metrics.answered(api: request.origin.api, outcome: .accepted)
                 case .refused(let error):
@@ -40,10 +40,10 @@ extension Engine {
             var e = JournalEvent(at: now, kind: .accepted, messageID: "", sender: request.sender, topic: topic,
                                  api: o.api, connection: o.connection, clientMessageID: o.clientMessageID)
             switch result {
-            case .accepted(let token, let id?):
+            case .accepted(let token, let id?, _):
                 e.token = token
                 e.messageID = id
-            case .accepted(let token, nil):
+            case .accepted(let token, nil, _):
                 e.token = token
                 e.kind = .notStored
                 e.messageID = journal.makeMessageID()

@@ -78,14 +78,15 @@ extension Engine {
                 return .error("TOO_MANY_MESSAGES")
             }
             if let at { s.upstreamIDs.values[at].insert(messageID) } else { s.upstreamIDs[held] = [messageID] }
-            return .ok(device.app)
+            return .ok(app: device.app, from: device.canonicalToken)
         }
-        let category: String
+        let category: String, from: String
         switch check {
         case .error(let e): completion(.sendError(messageID: messageID, error: e)); return
-        case .ok(let app): category = app
+        case .ok(let app, let canonical): (category, from) = (app, canonical)
         }
-        let json = OutgoingJSON.upstream(category: category, data: data, messageID: messageID, from: token,
+        // `from` is the installation's newest token: the one its app knows after a refresh.
+        let json = OutgoingJSON.upstream(category: category, data: data, messageID: messageID, from: from,
                                          timeToLive: timeToLive, group: group)
         let ttl = Int64(timeToLive ?? Message.maximumTimeToLive)
         let record = OutboundRecord(senderID: senderID, kind: .upstream, messageID: messageID, token: token,
@@ -149,7 +150,7 @@ extension Engine {
     }
 
     private enum UpstreamCheck {
-        case ok(String)
+        case ok(app: String, from: String)
         case error(String)
     }
 

@@ -61,13 +61,15 @@ extension Engine {
         case apns(deviceToken: String)
     }
 
-    /// One message to one token.
-    func send(_ message: Message, to: String, senderID: String, origin: Origin = .fcm,
-              completion: @escaping @Sendable (SendResult) -> Void) {
+    /// One message to one token: an installation's first token or one it was given later (then the
+    /// answer names the newest, the canonical registration id).
+    func send(_ message: Message, to given: String, senderID: String, origin: Origin = .fcm,
+              completion answered: @escaping @Sendable (SendResult) -> Void) {
         let now = clock.nowMillis()
         let lookup: Lookup = state.withLock { s in
-            guard let device = s.devices[to] else { return .refused(.invalidRegistration(token: to)) }
-            if device.status != .active { return .refused(.unregistered(token: to)) }
+            let to = s.devices[given] != nil ? given : (s.aliases[given] ?? given)
+            guard let device = s.devices[to] else { return .refused(.invalidRegistration(token: given)) }
+            if device.status != .active { return .refused(.unregistered(token: given)) }
             if case .fcm = origin, !device.senders.contains(senderID) {
                 return .refused(.senderMismatch(token: to, sender: senderID))
             }
@@ -83,12 +85,26 @@ extension Engine {
             let id = DeviceMessageID.make(micros: nextMicros(&s), senderHash: DeviceMessageID.senderHash(senderID))
             let deviceState = s.deviceStates[to] ?? DeviceState()
             let takesNow = s.online[to]?.loaded == true
-            return .found(app: device.app, platform: device.platform, id, deviceState, takesNow)
+            let canonical = device.refreshedTokens.last.flatMap { $0 == given ? nil : $0 }
+            return .found(app: device.app, platform: device.platform, id, deviceState, takesNow,
+                          installation: to, canonical: canonical)
         }
         let app: String, platform: Platform, deviceMessageID: String, deviceState: DeviceState, online: Bool
+        let to: String, canonical: String?
         switch lookup {
-        case .refused(let error): completion(.refused(error)); return
-        case .found(let a, let p, let id, let st, let o): (app, platform, deviceMessageID, deviceState, online) = (a, p, id, st, o)
+        case .refused(let error): answered(.refused(error)); return
+        case .found(let a, let p, let id, let st, let o, let installation, let c):
+            (app, platform, deviceMessageID, deviceState, online, to, canonical) = (a, p, id, st, o, installation, c)
+        }
+        // Inside, the message is the installation's (`to`); the answer speaks of the token it was sent to.
+        let completion: @Sendable (SendResult) -> Void
+        if to == given && canonical == nil {
+            completion = answered
+        } else {
+            completion = { result in
+                guard case .accepted(_, let id, _) = result else { return answered(result) }
+                answered(.accepted(token: given, deviceMessageID: id, canonicalToken: canonical))
+            }
         }
         let queued: QueuedMessage
         switch origin {
@@ -250,7 +266,7 @@ extension Engine {
 
     private enum Lookup {
         case refused(SendError)
-        case found(app: String, platform: Platform, String, DeviceState, Bool)
+        case found(app: String, platform: Platform, String, DeviceState, Bool, installation: String, canonical: String?)
     }
 }
 

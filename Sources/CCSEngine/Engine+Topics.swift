@@ -78,10 +78,14 @@ extension Engine {
     ) async -> [Result<Void, TopicSubscriptionError>] {
         var results = [Result<Void, TopicSubscriptionError>](repeating: .success(()), count: changes.count)
         var applied: [TopicSubscriptionChange] = []
+        var changes = changes
         let written: Bool = await withCheckedContinuation { continuation in
             state.withLock { s in
                 var ops: [StoreOp] = []
-                for (index, change) in changes.enumerated() {
+                for index in changes.indices {
+                    // A refreshed token subscribes its installation (the subscriptions are the app's).
+                    if let installation = s.installationToken(changes[index].token) { changes[index].token = installation }
+                    let change = changes[index]
                     guard let device = s.devices[change.token], device.status == .active else {
                         results[index] = .failure(.notFound); continue
                     }
@@ -106,8 +110,8 @@ extension Engine {
     /// The token's topics of one sender with the date each was added (ms); nil for an unknown token.
     public func topics(token: String, senderID: String) -> [String: Int64]? {
         state.withLock { s in
-            guard s.devices[token] != nil else { return nil }
-            return s.topics.topics(token: token, senderID: senderID)
+            guard let installation = s.installationToken(token) else { return nil }
+            return s.topics.topics(token: installation, senderID: senderID)
         }
     }
 

@@ -235,6 +235,22 @@ public final class Engine: Sendable {
         var writtenOffers = RecentMap<String>(capacity: Engine.writtenOffersKept)
         /// Messages counted against each device's rate limit (nil: `--device-message-rate` is off).
         var deviceRates: DeviceRateLimiter? = nil
+        /// A refreshed token → the token of its installation (the key of `devices`, queues and links).
+        var aliases: [String: String] = [:]
+
+        /// The installation `token` names: its own (an installation's first token) or, for a token it
+        /// was given later, the first one. Nil for a token no installation has had.
+        func installationToken(_ token: String) -> String? {
+            devices[token] != nil ? token : aliases[token]
+        }
+
+        mutating func addAliases(of record: DeviceRecord) {
+            for t in record.refreshedTokens { aliases[t] = record.token }
+        }
+
+        mutating func removeAliases(of record: DeviceRecord) {
+            for t in record.refreshedTokens where aliases[t] == record.token { aliases[t] = nil }
+        }
     }
 
     struct Offered {
@@ -312,6 +328,7 @@ public final class Engine: Sendable {
             s.deviceStates[device.token] = DeviceState(json: device.state)
             s.tokenByDeviceID[device.deviceID] = device.token
             if let apns = device.apnsToken { s.apnsTokens[apns] = device.token }  // newest last: it wins
+            s.addAliases(of: device)
         }
         for t in try committer.store.loadSubscriptions() {
             s.topics.add(.init(senderID: t.senderID, name: t.topic), token: t.token, at: t.addedAt)

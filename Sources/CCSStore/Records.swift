@@ -34,10 +34,19 @@ public struct DeviceRecord: Sendable, Equatable {
     /// The iOS app's APNs device token (64 lower-case hex digits), when it registered for APNs; its
     /// bundle id is `app` (docs/apns.md).
     public var apnsToken: String?
+    /// The tokens this installation was given after `token` (a token refresh), oldest first: the last
+    /// is its canonical registration id; every one reaches the installation (docs/semantics.md,
+    /// "Canonical registration ids"). `token` stays the installation's key.
+    public var refreshedTokens: [String]
+
+    /// The token an app server should use now: the newest refreshed one, or `token`.
+    public var canonicalToken: String { refreshedTokens.last ?? token }
 
     public init(token: String, deviceID: String, secret: String, app: String, platform: Platform,
                 senders: [String], createdAt: Int64, status: DeviceStatus = .active, state: String = "{}",
-                replacedBy: String? = nil, webSubscription: WebPushSubscription? = nil, apnsToken: String? = nil) {
+                replacedBy: String? = nil, webSubscription: WebPushSubscription? = nil, apnsToken: String? = nil,
+                refreshedTokens: [String] = []) {
+        self.refreshedTokens = refreshedTokens
         self.replacedBy = replacedBy
         self.webSubscription = webSubscription
         self.apnsToken = apnsToken

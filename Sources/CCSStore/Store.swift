@@ -36,7 +36,7 @@ public final class Store: Sendable {
     }
 
     /// The newest migration's name: what an export names as its schema (docs/export-format.md).
-    public static let newestMigration = "v10: the queue limits answered from an index"
+    public static let newestMigration = "v11: refreshed tokens"
 
     static var migrator: DatabaseMigrator {
         var m = DatabaseMigrator()
@@ -235,11 +235,16 @@ public final class Store: Sendable {
         // groups its collapse keys (FCM's 4). With `kind` in the index both are answered from the index
         // alone; without it each counted row was fetched from the table, ~100 random reads per enqueue
         // into a table of hundreds of MB once a million messages were queued (docs/benchmarks.md).
-        m.registerMigration(Self.newestMigration) { db in
+        m.registerMigration("v10: the queue limits answered from an index") { db in
             try db.execute(sql: """
                 DROP INDEX queued_message_by_collapse_key;
                 CREATE INDEX queued_message_by_collapse_key ON queued_message(device_key, collapse_key, kind);
                 """)
+        }
+        // An installation's later tokens (a token refresh), comma-separated, oldest first: tokens never
+        // hold a comma. On the device's row, so that another node re-reads them with the device.
+        m.registerMigration(Self.newestMigration) { db in
+            try db.execute(sql: "ALTER TABLE device ADD COLUMN refreshed_tokens TEXT")
         }
         return m
     }
@@ -340,15 +345,16 @@ public final class Store: Sendable {
         case .upsertDevice(let d):
             try db.cachedStatement(sql: """
                 INSERT INTO device(token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by,
-                  web_subscription, apns_token, device_key)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT IFNULL(MAX(device_key), 0) + 1 FROM device))
+                  web_subscription, apns_token, refreshed_tokens, device_key)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT IFNULL(MAX(device_key), 0) + 1 FROM device))
                 ON CONFLICT(token) DO UPDATE SET secret = excluded.secret, app = excluded.app,
                   platform = excluded.platform, senders = excluded.senders, status = excluded.status,
                   state = excluded.state, replaced_by = excluded.replaced_by, web_subscription = excluded.web_subscription,
-                  apns_token = excluded.apns_token
+                  apns_token = excluded.apns_token, refreshed_tokens = excluded.refreshed_tokens
                 """).execute(arguments: [d.token, d.deviceID, d.secret, d.app, d.platform.rawValue,
                                  d.senders.joined(separator: ","), d.createdAt, d.status.rawValue, d.state, d.replacedBy,
-                                 d.webSubscription?.json.encoded(), d.apnsToken])
+                                 d.webSubscription?.json.encoded(), d.apnsToken,
+                                 d.refreshedTokens.isEmpty ? nil : d.refreshedTokens.joined(separator: ",")])
         case .enqueue(let m, let limits):
             try enqueue(m, limits: limits, in: db, removals: removals)
         case .removeMessage(let token, let id):
@@ -555,12 +561,14 @@ public final class Store: Sendable {
     }
 
     static let deviceColumns = """
-        token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by, web_subscription, apns_token
+        token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by, web_subscription, apns_token,
+        refreshed_tokens
         """
 
     private static func device(from row: Row) -> DeviceRecord {
         let senders: String = row[5]
         let subscription: String? = row[10]
+        let refreshed: String? = row[12]
         return DeviceRecord(token: row[0], deviceID: row[1], secret: row[2], app: row[3],
                             platform: Platform(rawValue: row[4]) ?? .android,
                             senders: senders.split(separator: ",").map(String.init),
@@ -568,7 +576,7 @@ public final class Store: Sendable {
                             state: row[8], replacedBy: row[9],
                             webSubscription: subscription.flatMap { try? JSONValue.parse($0) }
                                 .flatMap { try? WebPushSubscription.parse($0).get() },
-                            apnsToken: row[11])
+                            apnsToken: row[11], refreshedTokens: refreshed.map { $0.split(separator: ",").map(String.init) } ?? [])
     }
 
     public func sender(id: String) throws -> SenderRecord? {

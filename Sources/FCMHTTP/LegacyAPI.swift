@@ -101,8 +101,8 @@ extension FCMHTTPAPI {
             }
             let shown: [LegacyResult] = zip(results, senders).map { result, sender in
                 switch result {
-                case .accepted(_, let id):
-                    return .messageID(shownMessageID(id, dryRun: sendRequest.message.dryRun, sender: sender))
+                case .accepted(_, let id, let canonical):
+                    return .messageID(shownMessageID(id, dryRun: sendRequest.message.dryRun, sender: sender), canonical: canonical)
                 case .refused(let error):
                     return .error(Self.legacyErrorName(error))
                 case .fannedOut:
@@ -115,7 +115,8 @@ extension FCMHTTPAPI {
             }
             if isJSON { return Self.legacyJSON(results: shown) }
             switch shown.first {
-            case .messageID(let id)?: return Self.plainText("id=\(id)")
+            case .messageID(let id, nil)?: return Self.plainText("id=\(id)")
+            case .messageID(let id, let canonical?)?: return Self.plainText("id=\(id)\nregistration_id=\(canonical)")
             case .error(let name)?: return Self.plainText("Error=\(name)")
             case nil: return Self.plainText("Error=MissingRegistration")
             }
@@ -184,7 +185,8 @@ extension FCMHTTPAPI {
     }
 
     enum LegacyResult: Equatable {
-        case messageID(String)
+        /// `canonical`: the installation's newest token, when the message went to an older one.
+        case messageID(String, canonical: String?)
         case error(String)
     }
 
@@ -224,14 +226,19 @@ extension FCMHTTPAPI {
     /// always (Google's Java client throws without them), results in request order.
     static func legacyJSON(results: [LegacyResult]) -> Response {
         var success = 0
+        var canonicalIDs = 0
         var list: [String] = []
         list.reserveCapacity(results.count)
         for result in results {
             var item = JSONObjectWriter(capacity: 64)
             switch result {
-            case .messageID(let id):
+            case .messageID(let id, let canonical):
                 success += 1
                 item.add("message_id", id)
+                if let canonical {
+                    canonicalIDs += 1
+                    item.add("registration_id", canonical)
+                }
             case .error(let name):
                 item.add("error", name)
             }
@@ -242,7 +249,7 @@ extension FCMHTTPAPI {
         writer.add("multicast_id", Int64.random(in: 1...(1 << 53 - 1)))
         writer.add("success", success)
         writer.add("failure", results.count - success)
-        writer.add("canonical_ids", 0)
+        writer.add("canonical_ids", canonicalIDs)
         writer.add("results", rawJSON: "[" + list.joined(separator: ",") + "]")
         return json(text: writer.finished())
     }

@@ -79,7 +79,7 @@ extension FCMHTTPAPI {
             var writer = JSONObjectWriter()
             writer.add("name", "projects/\(project)/messages/\(send.validateOnly ? "fake_message_id" : String(number))")
             return writer.finished()
-        case .accepted(_, let id):
+        case .accepted(_, let id, _):
             let shown = shownMessageID(id, dryRun: send.validateOnly, sender: sender)
             var writer = JSONObjectWriter()
             writer.add("name", "projects/\(project)/messages/\(shown)")

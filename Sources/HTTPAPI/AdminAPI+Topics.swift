@@ -25,7 +25,7 @@ extension AdminAPI {
 
     /// `?sender=S` picks the sender for a device registered with several; default its first.
     private func changeTopic(_ request: Request, _ context: some RequestContext, subscribe: Bool) async throws -> Response {
-        let token = try context.parameters.require("token")
+        let token = self.installationToken(try context.parameters.require("token"))
         let raw = try context.parameters.require("topic")
         let topic = raw.removingPercentEncoding ?? raw
         guard let device = engine.device(token: token) else { throw APIError.notFound("no device with token \(token)") }

@@ -126,7 +126,7 @@ public struct AdminAPI: Sendable {
             return JSONResponse.make(.object(["devices": .array(devices)]))
         }
         v1.get("devices/:token") { _, context in
-            let token = try context.parameters.require("token")
+            let token = self.installationToken(try context.parameters.require("token"))
             guard let device = self.engine.device(token: token) else { throw APIError.notFound("no device with token \(token)") }
             let queue = try Self.reading("the queue") { try self.engine.queuedMessages(token: token) }
             var json = self.deviceJSON(device, queued: queue.count, secrets: true)
@@ -262,7 +262,7 @@ public struct AdminAPI: Sendable {
 
     func addDeviceControlRoutes(to v1: RouterGroup<some RequestContext>) {
         v1.post("devices/:token/state") { request, context in
-            let token = try context.parameters.require("token")
+            let token = self.installationToken(try context.parameters.require("token"))
             let fields = try await Self.jsonBody(request)
             var foreground: Bool?, idle: Bool?
             for (key, value) in fields {
@@ -281,31 +281,39 @@ public struct AdminAPI: Sendable {
             } catch let error as DeviceManagementError { throw Self.apiError(error) }
         }
         v1.post("devices/:token/uninstall") { _, context in
-            let token = try context.parameters.require("token")
+            let token = self.installationToken(try context.parameters.require("token"))
             do { try await self.engine.uninstall(token: token) } catch let error as DeviceManagementError { throw Self.apiError(error) }
             return JSONResponse.make(.object(["token": .string(token), "status": .string("uninstalled")]))
         }
         v1.post("devices/:token/reinstall") { _, context in
-            let token = try context.parameters.require("token")
+            let token = self.installationToken(try context.parameters.require("token"))
             do {
                 let record = try await self.engine.reinstall(token: token)
                 return JSONResponse.make(status: .created, self.deviceJSON(record, queued: 0, secrets: true))
             } catch let error as DeviceManagementError { throw Self.apiError(error) }
         }
+        v1.post("devices/:token/refresh") { _, context in
+            let token = self.installationToken(try context.parameters.require("token"))
+            do {
+                let record = try await self.engine.refreshToken(token)
+                let queued = try Self.reading("the queue") { try self.engine.queuedMessages(token: record.token).count }
+                return JSONResponse.make(self.deviceJSON(record, queued: queued, secrets: true))
+            } catch let error as DeviceManagementError { throw Self.apiError(error) }
+        }
         v1.post("devices/:token/disconnect") { _, context in
-            let token = try context.parameters.require("token")
+            let token = self.installationToken(try context.parameters.require("token"))
             guard self.engine.device(token: token) != nil else { throw APIError.notFound("no device with token \(token)") }
             let was = self.engine.disconnectDevice(token: token)
             return JSONResponse.make(.object(["token": .string(token), "was_online": .bool(was)]))
         }
         v1.get("devices/:token/tray") { _, context in
-            let token = try context.parameters.require("token")
+            let token = self.installationToken(try context.parameters.require("token"))
             guard self.engine.device(token: token) != nil else { throw APIError.notFound("no device with token \(token)") }
             let tray = try Self.reading("the tray") { try self.engine.tray(token: token) }
             return JSONResponse.make(.object(["tray": .array(tray.map(Self.trayJSON))]))
         }
         v1.post("devices/:token/tray/:id/tap") { _, context in
-            let token = try context.parameters.require("token")
+            let token = self.installationToken(try context.parameters.require("token"))
             let raw = try context.parameters.require("id")
             do {
                 // Message ids contain "%": accept the id as written and percent-encoded ("%25").
@@ -379,6 +387,12 @@ public struct AdminAPI: Sendable {
         return .object(fields)
     }
 
+    /// The installation a path's token names: routes take any of its tokens, also a refreshed one, and
+    /// act on the installation (keyed by its first token). An unknown token stays as it is.
+    func installationToken(_ token: String) -> String {
+        engine.device(token: token)?.token ?? token
+    }
+
     func deviceJSON(_ d: DeviceRecord, queued: Int, secrets: Bool) -> JSONValue {
         var fields: [String: JSONValue] = [
             "token": .string(d.token), "device_id": .string(d.deviceID), "app": .string(d.app),
@@ -392,6 +406,10 @@ public struct AdminAPI: Sendable {
         if secrets { fields["device_secret"] = .string(d.secret) }
         if let subscription = d.webSubscription { fields["subscription"] = subscription.json }
         if let apns = d.apnsToken { fields["apns_token"] = .string(apns) }
+        if !d.refreshedTokens.isEmpty {
+            fields["refreshed_tokens"] = .array(d.refreshedTokens.map { .string($0) })
+            fields["canonical_token"] = .string(d.canonicalToken)
+        }
         var topics: [String: JSONValue] = [:]
         for sender in d.senders {
             let names = (engine.topics(token: d.token, senderID: sender) ?? [:]).keys.sorted()

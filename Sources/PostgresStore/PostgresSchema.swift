@@ -278,6 +278,8 @@ enum PostgresSchema {
         ALTER TABLE cluster_node ADD COLUMN link_port BIGINT;
         ALTER TABLE cluster_node ADD COLUMN link_secret TEXT;
         """),
+        // An installation's later tokens (Store's migration v11).
+        .script("ALTER TABLE device ADD COLUMN refreshed_tokens TEXT;"),
     ]
 
     /// A column of an exported table: its name and whether it holds text (compared byte-wise in an
@@ -296,7 +298,8 @@ enum PostgresSchema {
             "meta": [t("key"), t("value")],
             "sender": [t("sender_id"), t("server_key"), i("created_at")],
             "device": [t("token"), t("device_id"), t("secret"), t("app"), t("platform"), t("senders"), i("created_at"),
-                       t("status"), t("state"), t("replaced_by"), t("apns_token"), t("web_subscription"), i("device_key")],
+                       t("status"), t("state"), t("replaced_by"), t("apns_token"), t("web_subscription"), i("device_key"),
+                       t("refreshed_tokens")],
             "message_body": [i("id"), t("payload"), t("platform_blocks"), i("expires_at")],
             "queued_message": [i("seq"), i("device_key"), t("device_message_id"), t("sender_id"), t("app_message_id"),
                                t("collapse_key"), t("priority"), i("ttl"), i("enqueued_at"), i("expires_at"), i("receipt"),

@@ -25,13 +25,15 @@ extension PostgresStore {
     }
 
     static let deviceColumns = """
-        token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by, web_subscription, apns_token
+        token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by, web_subscription, apns_token,
+        refreshed_tokens
         """
 
     static func device(from row: PostgresRow) throws -> DeviceRecord {
         let r = row.makeRandomAccess()
         let senders = try r[5].decode(String.self)
         let subscription = try r[10].decode(String?.self)
+        let refreshed = try r[12].decode(String?.self)
         return DeviceRecord(token: try r[0].decode(String.self), deviceID: try r[1].decode(String.self),
                             secret: try r[2].decode(String.self), app: try r[3].decode(String.self),
                             platform: Platform(rawValue: try r[4].decode(String.self)) ?? .android,
@@ -41,7 +43,8 @@ extension PostgresStore {
                             state: try r[8].decode(String.self), replacedBy: try r[9].decode(String?.self),
                             webSubscription: subscription.flatMap { try? JSONValue.parse($0) }
                                 .flatMap { try? WebPushSubscription.parse($0).get() },
-                            apnsToken: try r[11].decode(String?.self))
+                            apnsToken: try r[11].decode(String?.self),
+                            refreshedTokens: refreshed.map { $0.split(separator: ",").map(String.init) } ?? [])
     }
 
     public func sender(id: String) throws -> SenderRecord? {

@@ -241,15 +241,15 @@ public final class PostgresStore: Persistence {
         case .upsertDevice(let d):
             s.send("""
                 INSERT INTO device(token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by,
-                  web_subscription, apns_token)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                  web_subscription, apns_token, refreshed_tokens)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
                 ON CONFLICT(token) DO UPDATE SET secret = EXCLUDED.secret, app = EXCLUDED.app,
                   platform = EXCLUDED.platform, senders = EXCLUDED.senders, status = EXCLUDED.status,
                   state = EXCLUDED.state, replaced_by = EXCLUDED.replaced_by, web_subscription = EXCLUDED.web_subscription,
-                  apns_token = EXCLUDED.apns_token
+                  apns_token = EXCLUDED.apns_token, refreshed_tokens = EXCLUDED.refreshed_tokens
                 """, binds(d.token, d.deviceID, d.secret, d.app, d.platform.rawValue, d.senders.joined(separator: ","),
                            d.createdAt, d.status.rawValue, d.state, d.replacedBy, d.webSubscription?.json.encoded(),
-                           d.apnsToken))
+                           d.apnsToken, d.refreshedTokens.isEmpty ? nil : d.refreshedTokens.joined(separator: ",")))
         case .enqueue(let m, let limits):
             enqueue(m, limits: limits, in: s, node: node, removals: removals)
         case .removeMessage(let token, let id):

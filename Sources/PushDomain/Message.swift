@@ -123,7 +123,9 @@ public enum SendError: Error, Sendable, Equatable {
 public enum SendResult: Sendable, Equatable {
     /// Accepted (stored, delivered, or a dry run): `deviceMessageID` is the id the device sees
     /// (`0:…%…`), nil for a dry run or a TTL-0 message that could not be delivered now.
-    case accepted(token: String, deviceMessageID: String?)
+    /// `canonicalToken`: the installation's newest token when the message was sent to an older one
+    /// (a token refresh; legacy `registration_id`, CCS ACK `registration_id`); nil otherwise.
+    case accepted(token: String, deviceMessageID: String?, canonicalToken: String? = nil)
     /// A topic or condition message accepted for its whole audience (durably, or a dry run): FCM
     /// answers with a number (legacy `message_id`, the last part of v1's `name`). Also a topic
     /// without subscribers.

@@ -104,8 +104,9 @@ extension XMPPConnectionHandler {
                 let answer: String
                 let audited: Auditor.Answer
                 switch result {
-                case .accepted(let token, _):
-                    answer = OutgoingJSON.ack(messageID: messageID, from: token)
+                case .accepted(let token, _, let canonical):
+                    // Sent to an earlier token of a refreshed installation: the ACK names its newest.
+                    answer = OutgoingJSON.ack(messageID: messageID, from: token, registrationID: canonical)
                     audited = .ack
                 case .fannedOut:
                     // A topic or condition send: the ACK's `from` is the topic or the condition (docs/semantics.md).

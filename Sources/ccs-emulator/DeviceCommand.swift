@@ -15,7 +15,7 @@ struct Device: AsyncParsableCommand {
             notification (shown by the system: the app is in the background); a message whose view names \
             an image is printed once the image is downloaded or given up, with "image": {url, status, bytes, \
             content_type, shown, reason} (see docs/platforms.md), deleted_messages, sent / send_error (upstream), state, offline, \
-            uninstalled, groups, disconnected, error.
+            uninstalled, groups, token, disconnected, error.
 
             Reads JSON-line commands on stdin: {"go":"offline"|"online"|"foreground"|"background"|"idle"|\
             "active"|"uninstall"|"reinstall"}, {"tap":"<message_id>"} (open a notification from the tray), \
@@ -23,7 +23,9 @@ struct Device: AsyncParsableCommand {
             sender; a device group's notification_key sends to the group's sender; while offline up to 20 \
             upstream messages wait and go out on reconnect), {"subscribe":"<topic>"} / {"unsubscribe":"<topic>"} \
             (as the app's subscribeToTopic; answered with a subscribed / unsubscribed event), {"show":"groups"} \
-            (the device groups the device belongs to). End of input: \
+            (the device groups the device belongs to), {"refresh":"token"} (a token refresh: prints token \
+            with the new token and previous_token; the earlier tokens still reach the app, and answers to them \
+            name the new one as the canonical registration id). End of input: \
             disconnect and exit 0. If the emulator cannot be reached (or --emulator is not its HTTP port), \
             prints one error line and exits 1. With --platform ios --apns the app also registers for APNs \
             (the registered event shows its apns_token) and each notification from the APNs gateway prints an \
@@ -305,6 +307,13 @@ struct DeviceSession {
             Self.emit(["event": .string("groups"), "groups": device["groups"] ?? .array([])])
         case .show(let other):
             Self.emit(["event": .string("error"), "error": .string("unknown view \"\(other)\" (groups)")])
+        case .refreshToken:
+            // The installation keeps its first token as its key (and these routes take any of its
+            // tokens); the app is told the new one, as onNewToken tells it.
+            let before = try await http.getJSON("/emulator/v1/devices/\(token)")
+            let device = try await http.postJSON("/emulator/v1/devices/\(token)/refresh", .object([:]))
+            Self.emit(["event": .string("token"), "token": device["canonical_token"] ?? .null,
+                       "previous_token": before["canonical_token"] ?? before["token"] ?? .null])
         case .invalid(let line):
             Self.emit(["event": .string("error"), "error": .string("not a command: \(line)")])
         }
@@ -355,6 +364,8 @@ enum DeviceCommandLine: Sendable {
     /// Subscribe (true) or unsubscribe (false).
     case subscribe(String, Bool)
     case show(String)
+    /// A token refresh (`{"refresh":"token"}`), as FirebaseMessagingService.onNewToken sees it.
+    case refreshToken
     case invalid(String)
 }
 
@@ -385,6 +396,8 @@ final class StdinCommands: Sendable {
                     continuation.yield(.subscribe(topic, false))
                 } else if case .string(let view)? = o["show"] {
                     continuation.yield(.show(view))
+                } else if case .string("token")? = o["refresh"] {
+                    continuation.yield(.refreshToken)
                 } else {
                     continuation.yield(.invalid(trimmed))
                 }

@@ -23,7 +23,7 @@ import Testing
     }
 
     static func id(_ results: [SendResult]) -> String? {
-        if case .accepted(_, let id?)? = results.first { return id }
+        if case .accepted(_, let id?, _)? = results.first { return id }
         return nil
     }
 

@@ -124,7 +124,7 @@ extension Engine {
     func downstream(_ m: DownstreamMessage, senderID: String, completion: @escaping @Sendable (Outcome) -> Void) {
         send(SendRequest(sender: senderID, target: m.canonicalTarget, message: m.canonical)) { results in
             switch results[0] {
-            case .accepted(let token, _): completion(.ack(from: token))
+            case .accepted(let token, _, _): completion(.ack(from: token))
             case .fannedOut: completion(.ack(from: m.to ?? m.condition ?? ""))
             case .refused(let error): completion(.nack(error))
             case .group(let outcome): completion(.group(outcome))

@@ -237,7 +237,7 @@ import Testing
             }
         }
         #expect(results.count == 3)
-        guard case .accepted(a.token, let id?) = results[0] else { Issue.record("\(results[0])"); return }
+        guard case .accepted(a.token, let id?, _) = results[0] else { Issue.record("\(results[0])"); return }
         #expect(results[1] == .refused(.invalidRegistration(token: "nope")))
         #expect(results[2] == .refused(.senderMismatch(token: b.token, sender: "111")))
         let stored = try #require(try h.queue(a.token).first)
