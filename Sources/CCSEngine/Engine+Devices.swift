@@ -414,7 +414,7 @@ extension Engine {
     /// connection is closed. Later downstream to it gets DEVICE_UNREGISTERED.
     public func uninstall(token: String) async throws(DeviceManagementError) {
         let link: (any DeviceLink)? = try await change { s in
-            guard let before = s.devices[token] else { return .failure(.unknownDevice(token)) }
+            guard let before = s.installationToken(token).flatMap({ s.devices[$0] }) else { return .failure(.unknownDevice(token)) }
             return .success(Self.uninstalling(before, &s))
         }
         link?.close()
@@ -460,7 +460,7 @@ extension Engine {
         let fresh = try newRegistration(app: old.app, senders: old.senders, platform: old.platform,
                                         webSubscription: old.webSubscription, apnsToken: old.apnsToken)
         let link: (any DeviceLink)? = try await change { s in
-            guard let before = s.devices[token] else { return .failure(.unknownDevice(token)) }
+            guard let before = s.devices[old.token] else { return .failure(.unknownDevice(token)) }
             if let newer = before.replacedBy {
                 return .failure(.invalidRequest("this installation was already re-installed as \(newer)"))
             }
