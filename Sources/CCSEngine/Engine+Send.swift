@@ -67,8 +67,14 @@ extension Engine {
               completion answered: @escaping @Sendable (SendResult) -> Void) {
         let now = clock.nowMillis()
         let lookup: Lookup = state.withLock { s in
-            let to = s.devices[given] != nil ? given : (s.aliases[given] ?? given)
-            guard let device = s.devices[to] else { return .refused(.invalidRegistration(token: given)) }
+            let to: String, device: DeviceRecord
+            if let found = s.devices[given] {
+                (to, device) = (given, found)
+            } else if let installation = s.aliases[given], let found = s.devices[installation] {
+                (to, device) = (installation, found)
+            } else {
+                return .refused(.invalidRegistration(token: given))
+            }
             if device.status != .active { return .refused(.unregistered(token: given)) }
             if case .fcm = origin, !device.senders.contains(senderID) {
                 return .refused(.senderMismatch(token: to, sender: senderID))
