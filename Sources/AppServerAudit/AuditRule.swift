@@ -17,6 +17,8 @@ public enum AuditRule: String, Sendable, CaseIterable {
     case noResendAcked = "no-resend-acked"
     /// A token answered DEVICE_UNREGISTERED / NotRegistered / UNREGISTERED is not sent to again.
     case dropUnregistered = "drop-unregistered"
+    /// A token whose answer named a canonical registration id is not sent to again: the new one is.
+    case useCanonicalID = "use-canonical-id"
     /// Stanzas and JSON are well formed (no INVALID_JSON, BAD_ACK or stanza error).
     case wellFormed = "well-formed"
 
@@ -30,6 +32,7 @@ public enum AuditRule: String, Sendable, CaseIterable {
         case .retryBackoff: return "retries wait for exponential backoff from 1 s, or for Retry-After"
         case .noResendAcked: return "a message id already ACKed is not sent again"
         case .dropUnregistered: return "an unregistered token is not sent to again"
+        case .useCanonicalID: return "after an answer names a canonical registration id, the old token is not sent to again"
         case .wellFormed: return "stanzas and JSON are well formed"
         }
     }
@@ -44,6 +47,7 @@ public enum AuditRule: String, Sendable, CaseIterable {
         case .retryBackoff: return "ccs-protocol.md §3.3; fcm-http.md (Retry-After on 5xx/429)"
         case .noResendAcked: return "ccs-protocol.md §3.1, §4"
         case .dropUnregistered: return "ccs-protocol.md §3.3; fcm-http.md (NotRegistered, UNREGISTERED)"
+        case .useCanonicalID: return "ccs-protocol.md §3.1 (the ACK's registration_id), §7.1 (registration_id in legacy results)"
         case .wellFormed: return "ccs-protocol.md §2, §3.3, §3.4"
         }
     }

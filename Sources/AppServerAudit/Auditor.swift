@@ -46,6 +46,8 @@ public final class Auditor: Sendable {
 
     struct Sender {
         var unregistered: [String: AuditEvidence] = [:]
+        /// Tokens an answer named a canonical registration id for: the evidence says which.
+        var replaced: [String: AuditEvidence] = [:]
         var drains: [(connection: String, at: Int64)] = []
         var lastOpenedAt: Int64 = .min
         var kept: [AuditRule: Int] = [:]
@@ -72,6 +74,8 @@ public final class Auditor: Sendable {
         /// Whether any sender was ever told a token is not registered: until then no send needs the
         /// lookup of its (150-byte) token (set, never cleared but by a whole reset).
         var anyUnregistered = false
+        /// The same for canonical registration ids.
+        var anyReplaced = false
     }
 
     let state = Locked(State())
@@ -168,7 +172,9 @@ public final class Auditor: Sendable {
         case stanzaError(String)
     }
 
-    public func downstreamAnswered(connection: String, messageID: String, to: String?, answer: Answer) {
+    /// `canonical`: the ACK's `registration_id` (the message went to an earlier token of a refreshed app).
+    public func downstreamAnswered(connection: String, messageID: String, to: String?, answer: Answer,
+                                   canonical: String? = nil) {
         guard isEnabled else { return }
         let at = now()
         state.withLock { s in
@@ -187,6 +193,12 @@ public final class Auditor: Sendable {
             switch answer {
             case .ack:
                 s.acked.insert(SenderKey(sender: sender, key: messageID), limit: limits.maxTrackedIDs)
+                if let canonical, let to {
+                    s.senders[sender, default: Sender()].replaced[to] =
+                        AuditEvidence(at: at, what: "ACK named \(canonical) as the canonical registration id of \(to)",
+                                      messageID: messageID, connection: connection)
+                    s.anyReplaced = true
+                }
                 if !s.retries.isEmpty { forgetRetry(&s, sender: sender, key: "ccs:" + messageID) }
                 kept(&s, .wellFormed, sender: sender)
             case .nack(let code):
@@ -248,8 +260,9 @@ public final class Auditor: Sendable {
     /// A send request to the HTTP APIs and its answer. `targetKey` names what was sent to (a token,
     /// a topic, a condition) so that a retry can be recognised; `unregistered` lists tokens the answer
     /// said are not registered.
+    /// `canonical`: old token → the canonical registration id its result named.
     public func httpSend(sender: String, api: String, targetKey: String, tokens: [String], status: Int,
-                         retryAfterSeconds: Int?, unregistered: [String]) {
+                         retryAfterSeconds: Int?, unregistered: [String], canonical: [(old: String, new: String)] = []) {
         guard isEnabled else { return }
         let at = now()
         state.withLock { s in
@@ -268,6 +281,11 @@ public final class Auditor: Sendable {
                 s.senders[sender, default: Sender()].unregistered[token] =
                     AuditEvidence(at: at, what: "\(api) answered that \(token) is not registered")
                 s.anyUnregistered = true
+            }
+            for (old, new) in canonical {
+                s.senders[sender, default: Sender()].replaced[old] =
+                    AuditEvidence(at: at, what: "\(api) named \(new) as the canonical registration id of \(old)")
+                s.anyReplaced = true
             }
         }
     }
@@ -289,6 +307,15 @@ public final class Auditor: Sendable {
             record(&s, .dropUnregistered, sender: sender, connection: connection, at: at,
                    text: "sent to \(token) after it was reported unregistered",
                    evidence: [first, AuditEvidence(at: at, what: what, messageID: messageID, connection: connection)])
+        }
+        if s.anyReplaced, let token {
+            if let named = s.senders[sender]?.replaced[token] {
+                record(&s, .useCanonicalID, sender: sender, connection: connection, at: at,
+                       text: "sent to \(token) after an answer named its canonical registration id",
+                       evidence: [named, AuditEvidence(at: at, what: what, messageID: messageID, connection: connection)])
+            } else if s.senders[sender]?.replaced.isEmpty == false {
+                kept(&s, .useCanonicalID, sender: sender)
+            }
         }
         if let retryKey {
             checkRetry(&s, sender: sender, key: retryKey, at: at, what: what, messageID: messageID, connection: connection)

@@ -99,6 +99,18 @@ public enum BuiltinSuite {
         {"upstream": {"from": "a", "data": {"send_to": "$a"}}},
         {"expect_downstream": {"device": "a"}}
       ]},
+     {"name": "use-canonical-id",
+      "description": "After an ACK names a canonical registration id, the app server sends to that token instead of the old one (spec §3.1).",
+      "rules": ["use-canonical-id"],
+      "devices": ["a", "b"],
+      "steps": [
+        {"device": {"name": "a", "go": "refresh_token"}},
+        {"upstream": {"from": "b", "data": {"send_to": "$a"}}},
+        {"expect_downstream": {"device": "a"}},
+        {"expect_acked": {"within_ms": 10000}},
+        {"upstream": {"from": "b", "data": {"send_to": "$a"}}},
+        {"expect_downstream": {"device": "a"}}
+      ]},
      {"name": "connection-lost",
       "description": "When the connection closes with a message unanswered, the app server reconnects and sends it again (spec §1.7, §4).",
       "rules": ["no-resend-acked"],

@@ -8,6 +8,8 @@ public struct Scenario: Sendable, Equatable {
 
     public enum DeviceAction: String, Sendable, CaseIterable {
         case offline, online, uninstall, foreground, background, idle, active
+        /// A token refresh: the device's first token (`$name`) then answers with a canonical id.
+        case refreshToken = "refresh_token"
     }
 
     public enum Step: Sendable, Equatable {

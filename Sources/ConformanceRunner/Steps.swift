@@ -110,6 +110,7 @@ struct Steps {
             case .background: _ = try await engine.setDeviceState(token: d.token, foreground: false, idle: nil)
             case .idle: _ = try await engine.setDeviceState(token: d.token, foreground: nil, idle: true)
             case .active: _ = try await engine.setDeviceState(token: d.token, foreground: nil, idle: false)
+            case .refreshToken: _ = try await engine.refreshToken(d.token)
             }
         case .drain:
             let mine = engine.connections().filter { $0.info.senderID == sender && !$0.draining }

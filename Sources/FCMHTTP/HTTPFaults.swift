@@ -39,9 +39,9 @@ extension FCMHTTPAPI {
     }
 
     func auditSend(api: String, sender: String, target: Target, status: Int, retryAfter: Int? = nil,
-                   unregistered: [String] = []) {
+                   unregistered: [String] = [], canonical: [(old: String, new: String)] = []) {
         engine.audit.httpSend(sender: sender, api: api, targetKey: Self.auditKey(target), tokens: Self.tokens(of: target),
-                              status: status, retryAfterSeconds: retryAfter, unregistered: unregistered)
+                              status: status, retryAfterSeconds: retryAfter, unregistered: unregistered, canonical: canonical)
     }
 
     /// An injected failure in v1's words: each status as the `google.rpc` status and `FcmError` code FCM

@@ -94,7 +94,11 @@ extension FCMHTTPAPI {
                 let unregistered = zip(sendRequest.tokens, results).compactMap { token, result -> String? in
                     if case .refused(.unregistered) = result { return token } else { return nil }
                 }
-                auditSend(api: "legacy", sender: sender, target: sendRequest.target, status: 200, unregistered: unregistered)
+                let canonical = zip(sendRequest.tokens, results).compactMap { token, result -> (old: String, new: String)? in
+                    if case .accepted(_, _, let new?) = result { return (token, new) } else { return nil }
+                }
+                auditSend(api: "legacy", sender: sender, target: sendRequest.target, status: 200, unregistered: unregistered,
+                          canonical: canonical)
             }
             if case .token = sendRequest.target, case .group(let outcome)? = results.first {
                 return Self.legacyGroupAnswer(outcome, isJSON: isJSON)

@@ -103,11 +103,13 @@ extension XMPPConnectionHandler {
                 }
                 let answer: String
                 let audited: Auditor.Answer
+                var canonical: String?
                 switch result {
-                case .accepted(let token, _, let canonical):
+                case .accepted(let token, _, let named):
                     // Sent to an earlier token of a refreshed installation: the ACK names its newest.
-                    answer = OutgoingJSON.ack(messageID: messageID, from: token, registrationID: canonical)
+                    answer = OutgoingJSON.ack(messageID: messageID, from: token, registrationID: named)
                     audited = .ack
+                    canonical = named
                 case .fannedOut:
                     // A topic or condition send: the ACK's `from` is the topic or the condition (docs/semantics.md).
                     answer = OutgoingJSON.ack(messageID: messageID, from: addressee)
@@ -128,13 +130,15 @@ extension XMPPConnectionHandler {
                                                          failedRegistrationIDs: outcome.failedRegistrationIDs)
                     audited = .ack
                 }
+                let named = canonical
                 let deliver: @Sendable () -> Void = {
                     // Counted down on the loop, with the answer written: shutdown waits for pending = 0.
                     link.pending.subtract(1, ordering: .relaxed)
                     guard let handler = link.handler.value.handler else { return }
                     if !drop {
                         handler.writeGCM(answer)
-                        audit.downstreamAnswered(connection: link.id, messageID: messageID, to: addressee, answer: audited)
+                        audit.downstreamAnswered(connection: link.id, messageID: messageID, to: addressee, answer: audited,
+                                                 canonical: named)
                     }
                     if drain { handler.startDraining() }
                     if link.pendingCount == 0 { handler.finishPeerEndedStream() }

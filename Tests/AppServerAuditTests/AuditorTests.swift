@@ -123,6 +123,34 @@ final class TestClock: Sendable {
         #expect(rules(a) == [.dropUnregistered])
     }
 
+    /// An answer that names a canonical registration id (a CCS ACK's, a legacy result's) marks the old
+    /// token; sending to it again is the finding, sending to the new one keeps the rule.
+    @Test func sendsToATokenWhoseCanonicalIDWasNamed() {
+        let a = audit
+        a.connectionOpened("c1", sender: "1")
+        a.downstreamReceived(connection: "c1", messageID: "m1", to: "old")
+        a.downstreamAnswered(connection: "c1", messageID: "m1", to: "old", answer: .ack, canonical: "new")
+        a.downstreamReceived(connection: "c1", messageID: "m2", to: "new")
+        a.downstreamAnswered(connection: "c1", messageID: "m2", to: "new", answer: .ack)
+        #expect(rules(a).isEmpty)
+        #expect(a.report()["senders"]?.arrayValue?.first?["rules"]?["use-canonical-id"]?["kept"] == .int(1))
+        a.downstreamReceived(connection: "c1", messageID: "m3", to: "old")
+        #expect(rules(a) == [.useCanonicalID])
+        let finding = a.findings(sender: "1")[0]
+        #expect(finding.evidence.count == 2 && finding.evidence[0].what.contains("new"))
+
+        // Over HTTP: the legacy result's registration_id; another sender's tokens are its own.
+        a.httpSend(sender: "2", api: "legacy", targetKey: "token:o", tokens: ["o"], status: 200, retryAfterSeconds: nil,
+                   unregistered: [], canonical: [(old: "o", new: "n")])
+        #expect(a.findings(sender: "2").isEmpty)
+        a.httpSend(sender: "3", api: "legacy", targetKey: "token:o", tokens: ["o"], status: 200, retryAfterSeconds: nil,
+                   unregistered: [])
+        #expect(a.findings(sender: "3").isEmpty)
+        a.httpSend(sender: "2", api: "v1", targetKey: "token:o", tokens: ["o"], status: 200, retryAfterSeconds: nil,
+                   unregistered: [])
+        #expect(rules(a, "2") == [.useCanonicalID])
+    }
+
     @Test func malformedStanzasAndReset() {
         let a = audit
         a.connectionOpened("c1", sender: "1")

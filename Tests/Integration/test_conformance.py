@@ -59,6 +59,7 @@ ONE_AT_A_TIME = [
     ("retry-backoff", "retry-internal-server-error", "audit: broken retry-backoff"),
     ("no-resend-acked", "no-resend-acked", "audit: broken no-resend-acked"),
     ("drop-unregistered", "drop-unregistered", "audit: broken drop-unregistered"),
+    ("use-canonical-id", "use-canonical-id", "audit: broken use-canonical-id"),
     ("resend-lost", "connection-lost", "(expect_downstream)"),
 ]
 

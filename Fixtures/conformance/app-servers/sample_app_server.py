@@ -6,7 +6,7 @@
   sample_app_server.py --careless       careless on purpose in every way below: fails the built-in suite
   sample_app_server.py --break A,B,...  careless in those ways only: ack-upstream, ack-receipts,
                                         pending-limit, drain, retry-backoff, no-resend-acked,
-                                        drop-unregistered, resend-lost
+                                        drop-unregistered, use-canonical-id, resend-lost
 
 Environment (set by `ccs-emulator conformance run`): CCS_HOST, CCS_PORT, CCS_SENDER_ID, CCS_SERVER_KEY,
 CCS_CA_FILE. Test mode: an upstream message whose data has send_to: TOKEN makes it send one downstream
@@ -40,7 +40,7 @@ RETRYABLE = {"SERVICE_UNAVAILABLE", "INTERNAL_SERVER_ERROR", "DEVICE_MESSAGE_RAT
              "TOPICS_MESSAGE_RATE_EXCEEDED", "QUOTA_EXCEEDED"}
 MAX_ATTEMPTS = 6
 WAYS = ("ack-upstream", "ack-receipts", "pending-limit", "drain", "retry-backoff", "no-resend-acked",
-        "drop-unregistered", "resend-lost")
+        "drop-unregistered", "use-canonical-id", "resend-lost")
 
 
 def log(*parts) -> None:
@@ -194,8 +194,9 @@ class AppServer:
         sent = conn.pending.pop(message_id, None)
         self.attempts.pop(message_id, None)
         canonical = payload.get("registration_id")
-        if sent and canonical:
+        if sent and canonical and "use-canonical-id" not in self.broken:
             self.canonical[sent["to"]] = canonical  # the token to use from now on (§3.1)
+        # CARELESS (use-canonical-id): keeps sending to the old token.
         self.pump()
 
     def nacked(self, conn: Connection, payload: dict) -> None:
