@@ -10,8 +10,7 @@ import socket
 import ssl
 
 from ccs_support import new_sender_id
-from ccs_support.cli import run_cli
-from ccs_support.fcm_http import run_firebase
+from ccs_support.fcm_http import google_style_credentials, run_firebase
 
 TIMEOUT = 15.0
 
@@ -63,10 +62,7 @@ def test_firebase_admin_through_the_proxy_unmodified(start_server, devices, tmp_
     assert "https_port" not in srv.ready, srv.ready
     sender = new_sender_id()
     creds = tmp_path / "google-style.json"
-    proc = run_cli("credentials", "--project", sender, "--data-dir", str(srv.data_dir), "--google-token-uri",
-                   "--out", str(creds))
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(creds.read_text())["token_uri"] == "https://oauth2.googleapis.com/token"
+    google_style_credentials(srv, sender, creds)
     dev = devices(srv, "com.example.proxy", [sender])
     token = dev.expect("registered", timeout=30)["token"]
     dev.expect("connected", timeout=30)

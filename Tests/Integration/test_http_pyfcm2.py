@@ -6,11 +6,9 @@ exception."""
 
 from __future__ import annotations
 
-import json
 
 from ccs_support import new_sender_id, register_device
-from ccs_support.cli import run_cli
-from ccs_support.fcm_http import run_driver
+from ccs_support.fcm_http import google_style_credentials, run_driver
 from ccs_support.semantics import post, quote_token
 
 
@@ -18,10 +16,7 @@ def test_pyfcm2_sends_through_the_proxy_and_maps_every_error(start_server, devic
     srv = start_server(extra_args=["--proxy-port", "0"])
     sender, other_sender = new_sender_id(), new_sender_id()
     creds = tmp_path / "google-style.json"
-    proc = run_cli("credentials", "--project", sender, "--data-dir", str(srv.data_dir), "--google-token-uri",
-                   "--out", str(creds))
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(creds.read_text())["token_uri"] == "https://oauth2.googleapis.com/token"
+    google_style_credentials(srv, sender, creds)
 
     dev = devices(srv, "com.example.pyfcm2", [sender])
     token = dev.expect("registered", timeout=30)["token"]

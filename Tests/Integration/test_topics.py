@@ -11,8 +11,7 @@ import requests
 from pyfcm import FCMNotification
 
 from ccs_support import EmulatorServer, get_device, http_json, new_key, new_sender_id, register_device
-from ccs_support.cli import run_cli
-from ccs_support.fcm_http import credentials_file, run_firebase
+from ccs_support.fcm_http import credentials_file, google_style_credentials, run_firebase
 from ccs_support.xmpp import gcm_stanza
 
 
@@ -78,9 +77,7 @@ def test_firebase_admin_v1_topic_subscriptions_through_the_proxy(start_server, d
     srv = start_server(extra_args=["--proxy-port", "0"])
     sender = new_sender_id()
     creds = tmp_path / "google-style.json"
-    proc = run_cli("credentials", "--project", sender, "--data-dir", str(srv.data_dir), "--google-token-uri",
-                   "--out", str(creds))
-    assert proc.returncode == 0, proc.stderr
+    google_style_credentials(srv, sender, creds)
     dev = devices(srv, "com.example.v1topics", [sender])
     token = dev.expect("registered", timeout=30)["token"]
     dev.expect("connected", timeout=30)

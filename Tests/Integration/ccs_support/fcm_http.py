@@ -51,6 +51,17 @@ def credentials_file(server, project: str, out: Path) -> dict:
     return json.loads(out.read_text())
 
 
+def google_style_credentials(server, project: str, out: Path) -> dict:
+    """`ccs-emulator credentials --google-token-uri`: a file that keeps Google's token_uri, for proxy
+    mode (the unmodified client reaches the emulator through HTTPS_PROXY alone); returns the file."""
+    proc = run_cli("credentials", "--project", project, "--data-dir", str(server.data_dir), "--google-token-uri",
+                   "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    written = json.loads(out.read_text())
+    assert written["token_uri"] == "https://oauth2.googleapis.com/token", written
+    return written
+
+
 def access_token(credentials_path: Path, scopes: list[str] | None = None) -> str:
     """What google-auth (firebase-admin's auth library) gets from the file's token_uri."""
     from google.oauth2 import service_account
