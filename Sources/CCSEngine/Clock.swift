@@ -32,6 +32,17 @@ public final class VirtualClock: EngineClock {
     /// included, stays far from Int64's limit).
     public static let maximumMillis: Int64 = 253_402_300_799_999
 
+    /// Moves the clock forward to `millis` if it is behind it (another node's advance); false if it
+    /// was not behind, or `millis` is past `maximumMillis`.
+    @discardableResult
+    public func advance(toMillis millis: Int64) -> Bool {
+        micros.withLock { now in
+            guard millis <= Self.maximumMillis, millis * 1000 > now else { return false }
+            now = millis * 1000
+            return true
+        }
+    }
+
     /// Moves the clock forward; nil (and no move) when that would pass `maximumMillis`.
     @discardableResult
     public func advance(byMillis ms: Int64) -> Int64? {

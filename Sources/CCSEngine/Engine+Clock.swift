@@ -28,6 +28,6 @@ extension Engine {
 }
 
 extension VirtualClock {
-    /// Where the virtual clock's time is kept across restarts.
-    public static let metaKey = "virtual_clock_ms"
+    /// Where the virtual clock's time is kept across restarts (and shared by a cluster's nodes).
+    public static let metaKey = MetaKey.virtualClock
 }

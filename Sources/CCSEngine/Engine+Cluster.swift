@@ -122,6 +122,11 @@ extension Engine: ClusterEvents {
             case .deviceGroup(let id):
                 let record = try store.deviceGroup(id: id)
                 state.withLock { $0.groups.restore(record, id: id) }
+            case .clock(let millis):
+                // Forward only: a node never takes back time it has shown (an older announcement,
+                // or this node's own later advance, wins).
+                guard let virtual = clock as? VirtualClock, virtual.advance(toMillis: millis) else { return }
+                tick()
             case .everything:
                 let senders = try store.loadSenders()
                 let devices = try store.loadDevices()

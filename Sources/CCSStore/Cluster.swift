@@ -66,4 +66,12 @@ public enum RegistryChange: Sendable, Equatable {
     case deviceGroup(id: String)
     /// A reset: every device, subscription and group read again.
     case everything
+    /// Another node moved the shared virtual clock to this time (ms); a node behind it follows.
+    case clock(millis: Int64)
+}
+
+/// Keys of the store's meta table that more than one module reads.
+public enum MetaKey {
+    /// The virtual clock's time (ms), kept across restarts and shared by a cluster's nodes.
+    public static let virtualClock = "virtual_clock_ms"
 }

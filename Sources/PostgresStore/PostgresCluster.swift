@@ -469,6 +469,7 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
             case "subscriptions": events.clusterRegistryChanged(.subscriptions(token: value))
             case "group": events.clusterRegistryChanged(.deviceGroup(id: value))
             case "everything": events.clusterRegistryChanged(.everything)
+            case "clock": if let millis = Int64(value) { events.clusterRegistryChanged(.clock(millis: millis)) }
             default: break
             }
         default:

@@ -370,6 +370,7 @@ public final class PostgresStore: Persistence {
         case .upsertDeviceGroup(let g): try registry("group", g.id)
         case .removeDeviceGroup(let id): try registry("group", id)
         case .removeAllDevices, .removeSenderData: try registry("everything", "")
+        case .setMeta(MetaKey.virtualClock, let millis): try registry("clock", millis)
         default: break
         }
     }

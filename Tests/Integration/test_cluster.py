@@ -28,13 +28,14 @@ APP = "com.example.cluster"
 
 @pytest.fixture
 def cluster(tmp_path):
-    """Nodes on one new database: cluster("a") starts (or restarts) node a."""
+    """Nodes on one new database: cluster("a") starts (or restarts) node a; cluster("a", "--clock", "virtual")
+    with those options too."""
     url = create_database("ccs_cl_" + uuid.uuid4().hex[:20])
     nodes: dict[str, EmulatorServer] = {}
 
-    def node(name: str) -> EmulatorServer:
+    def node(name: str, *extra: str) -> EmulatorServer:
         srv = nodes.get(name) or EmulatorServer(tmp_path / name / "data", log_dir=tmp_path / name,
-                                                extra_args=["--store", url])
+                                                extra_args=["--store", url, *extra])
         nodes[name] = srv
         srv.start()
         return srv
@@ -199,6 +200,34 @@ def test_each_node_shows_the_whole_service(cluster, devices):
     wait_registered(b, on_a)
     assert {on_a, on_b} <= {d["token"] for d in list_devices(a.http_base)}
     assert {on_a, on_b} <= {d["token"] for d in list_devices(b.http_base)}
+
+
+def test_the_virtual_clock_and_a_token_refresh_are_the_whole_services(cluster, devices, app_servers):
+    a, b = cluster("a", "--clock", "virtual"), cluster("b", "--clock", "virtual")
+    sender, key = new_sender_id(), new_key()
+    token = register_device(a.http_base, APP, [sender])["token"]
+    wait_registered(b, token)
+
+    # A message waiting on B's side of the service expires when A moves the clock past its TTL.
+    server = app_servers(b, sender, key)
+    server.send_json({"to": token, "message_id": "ttl-1", "data": {"n": "1"}, "time_to_live": 60})
+    assert server.response("ttl-1")["message_type"] == "ack"
+    _, before = http_json("GET", f"{b.http_base}/emulator/v1/clock")
+    status, advanced = http_json("POST", f"{a.http_base}/emulator/v1/clock/advance", {"seconds": 3600})
+    assert status == 200, advanced
+    wait_until(lambda: http_json("GET", f"{b.http_base}/emulator/v1/clock")[1]["now_ms"] == advanced["now_ms"], 20,
+               "node b's clock did not follow node a's advance")
+    assert advanced["now_ms"] >= before["now_ms"] + 3_600_000
+    wait_until(lambda: get_device(b.http_base, token)[1]["queue"] == [], 20, "the expired message is still queued")
+
+    # A token refresh on A: B answers a message to the old token with the canonical id.
+    status, record = http_json("POST", f"{a.http_base}/emulator/v1/devices/{token}/refresh")
+    assert status == 200, record
+    new = record["canonical_token"]
+    wait_until(lambda: get_device(b.http_base, new)[0] == 200, 20, "node b does not know the new token")
+    server.send_json({"to": token, "message_id": "old-1", "data": {"n": "2"}})
+    ack = server.response("old-1")
+    assert ack["message_type"] == "ack" and ack["registration_id"] == new, ack
 
 
 def test_scripts_cluster_starts_the_database_and_the_nodes_and_stops_them_by_pid():
