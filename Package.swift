@@ -129,8 +129,17 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
+        // Web Push delivery to a web device's push service (RFC 8030/8291/8292), `serve --web-push on`.
+        .target(name: "WebPushDelivery", dependencies: [
+            "Locking", "PushDomain", "CCSEngine", "CCSStore",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ]),
         .target(name: "CCSEmulator", dependencies: [
-            "Locking",
+            "Locking", "WebPushDelivery",
             "XMPPServer", "APNsGateway", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "CCSStore", "PostgresStore", "CCSProtocol", "MessageJournal", "Dashboard",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
@@ -209,6 +218,10 @@ let package = Package(
             "LoadGenerator",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
+        ]),
+        .testTarget(name: "WebPushDeliveryTests", dependencies: [
+            "WebPushDelivery", "PushDomain",
+            .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "XMPPServerTests", dependencies: [
             "XMPPServer", "XMLStreaming", "CCSEngine", "CCSStore", "CCSProtocol",

@@ -17,6 +17,7 @@ import NIOPosix
 import NIOSSL
 import ServiceLifecycle
 import Locking
+import WebPushDelivery
 import XMPPServer
 
 #if canImport(Glibc)
@@ -79,6 +80,8 @@ public struct EmulatorConfiguration: Sendable {
     public var audit = true
     /// FCM's per-device message limit (`--device-message-rate`); nil: off.
     public var deviceMessageRate: DeviceMessageRate?
+    /// Web Push delivery to web devices' push services (`--web-push on`); not with a shared store.
+    public var webPush = false
     /// The message journal (docs/admin-api.md#message-journal); off saves its writes under load tests.
     public var journal = true
     public var journalRetention = MessageJournal.Retention()
@@ -117,10 +120,13 @@ public final class Emulator: Sendable {
     /// Held while this emulator exists; released when it is deallocated (or the process ends).
     let dataDirectoryLock: DataDirectoryLock
     let exportOnExitDirectory: String?
+    let webPush: WebPushDelivery?
 
     private init(engine: Engine, info: EmulatorInfo, group: MultiThreadedEventLoopGroup, channels: [any Channel],
                  http: ServiceGroup, httpTask: Task<Void, any Error>, httpsPort: Int?, proxyPort: Int?,
-                 apns: APNsServer, logger: Logger, dataDirectoryLock: DataDirectoryLock, exportOnExitDirectory: String?) {
+                 apns: APNsServer, logger: Logger, dataDirectoryLock: DataDirectoryLock, exportOnExitDirectory: String?,
+                 webPush: WebPushDelivery?) {
+        self.webPush = webPush
         self.exportOnExitDirectory = exportOnExitDirectory
         self.apns = apns
         self.dataDirectoryLock = dataDirectoryLock
@@ -163,6 +169,9 @@ public final class Emulator: Sendable {
         let postgresURL: PostgresURL?
         do { postgresURL = try config.storeURL.map(PostgresURL.init(parsing:)) } catch {
             throw ConfigurationError("\(error)")
+        }
+        if config.webPush && postgresURL != nil {
+            throw ConfigurationError("--web-push on needs the embedded store: with --store every node would push the same messages")
         }
         if config.resetState {
             try resetState(in: dataDir, logger: logger)
@@ -330,6 +339,13 @@ public final class Emulator: Sendable {
                                             caCertPath: caPath, caCertPEM: caPEM, dataDir: dataDir)
             emulatorInfo.apnsPort = apns.gatewayPort
             emulatorInfo.apnsFeedbackPort = apns.feedbackPort
+            var webPush: WebPushDelivery?
+            if config.webPush {
+                try FileManager.default.createDirectory(atPath: dataDir + "/tls", withIntermediateDirectories: true)
+                let vapid = try VAPIDKey.ensure(at: dataDir + "/tls/vapid-key.pem")
+                webPush = WebPushDelivery(engine: engine, vapid: vapid, group: group, logger: logger)
+                emulatorInfo.vapidPublicKey = vapid.publicKeyBase64URL
+            }
             let ports = Locked(emulatorInfo)
             let router = Router()
             if let token = config.adminToken { router.add(middleware: AdminTokenMiddleware(token: token)) }
@@ -424,10 +440,11 @@ public final class Emulator: Sendable {
                 proxyPort = proxy.localAddress?.port
             }
             let info = ports.withLock { $0.httpPort = httpPort; return $0 }
+            webPush?.start()
             return Emulator(engine: engine, info: info, group: group, channels: channels, http: http,
                             httpTask: httpTask, httpsPort: config.httpsPort == nil ? nil : tlsPort,
                             proxyPort: proxyPort, apns: apns, logger: logger, dataDirectoryLock: lock,
-                            exportOnExitDirectory: config.exportOnExitDirectory)
+                            exportOnExitDirectory: config.exportOnExitDirectory, webPush: webPush)
         } catch {
             for c in channels { try? await c.close() }
             try? await group.shutdownGracefully()
@@ -507,6 +524,7 @@ public final class Emulator: Sendable {
         }
         for c in channels { try? await c.close() }
         engine.closeAllConnections()
+        await webPush?.shutdown()
         try? await Task.sleep(for: .milliseconds(100)) // lets the closing tags go out
         await http.triggerGracefulShutdown()
         _ = await httpTask.result

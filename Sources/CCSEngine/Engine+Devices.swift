@@ -35,7 +35,17 @@ extension Engine {
         }
         try await commit(ops)
         state.withLock { s in Self.add(record, &s) }
+        registered(record)
         return record
+    }
+
+    /// `observer` is called with each registration made from now on (also a reinstall's), once stored.
+    public func observeRegistrations(_ observer: @escaping @Sendable (DeviceRecord) -> Void) {
+        registrationObservers.withLock { $0.append(RegistrationObserver(call: observer)) }
+    }
+
+    func registered(_ record: DeviceRecord) {
+        for observer in registrationObservers.withLock({ $0 }) { observer.call(record) }
     }
 
     /// A new registration (token, device id, secret), checked but not stored yet.
@@ -467,6 +477,7 @@ extension Engine {
             return .success(Self.uninstalling(before, replacedBy: fresh, &s))
         }
         link?.close()
+        registered(fresh)
         return fresh
     }
 

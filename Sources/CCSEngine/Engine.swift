@@ -289,6 +289,11 @@ public final class Engine: Sendable {
     public let cluster: (any ClusterCoordinator)?
     let logger: Logger
     let state: Locked<State>
+    /// Told of every new registration once it is stored (Web Push delivery links new web devices).
+    let registrationObservers = Locked<[RegistrationObserver]>([])
+    struct RegistrationObserver: Sendable {
+        let call: @Sendable (DeviceRecord) -> Void
+    }
     /// Messages the store dropped as they arrived (the 100-message limit): their commit is no `stored`.
     let droppedOnArrival = Locked<Set<String>>([])
     /// Removals of a transaction, journaled after its completions: a message written and dropped in

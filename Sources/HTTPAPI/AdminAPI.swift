@@ -16,6 +16,8 @@ public struct EmulatorInfo: Sendable {
     /// The APNs gateway and feedback ports (0: not known).
     public var apnsPort = 0
     public var apnsFeedbackPort = 0
+    /// With `--web-push on`: the VAPID public key the emulator signs Web Push requests with (base64url).
+    public var vapidPublicKey: String?
 
     public init(ccsPort: Int, devicePort: Int, httpPort: Int, caCertPath: String, caCertPEM: String, dataDir: String) {
         self.ccsPort = ccsPort
@@ -180,6 +182,7 @@ public struct AdminAPI: Sendable {
             "data_dir": .string(i.dataDir), "auth": .string(engine.configuration.authMode.rawValue),
             "devices": .int(Int64(engine.deviceCount)),
             "device_message_rate": engine.configuration.deviceMessageRate.map { .string($0.description) } ?? .null,
+            "web_push": i.vapidPublicKey.map { .object(["vapid_public_key": .string($0)]) } ?? .null,
         ]))
     }
 

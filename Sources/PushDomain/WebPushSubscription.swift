@@ -15,6 +15,13 @@ public struct WebPushSubscription: Sendable, Equatable {
         self.auth = auth
     }
 
+    /// The endpoint is on FCM's own push service, Chrome's: there the emulator is the push service and
+    /// delivers over the device channel; any other endpoint is a push service of its own (Web Push).
+    public var isOnFCMPushService: Bool {
+        let lower = endpoint.lowercased()
+        return ["https://fcm.googleapis.com/", "https://android.googleapis.com/"].contains { lower.hasPrefix($0) }
+    }
+
     public var json: JSONValue {
         .object(["endpoint": .string(endpoint), "keys": .object(["p256dh": .string(p256dh), "auth": .string(auth)])])
     }
@@ -26,9 +33,13 @@ public struct WebPushSubscription: Sendable, Equatable {
         guard case .string(let endpoint)? = o["endpoint"] else {
             return .failure(.init("\"subscription.endpoint\" (string) is required"))
         }
-        guard endpoint.utf8.count <= 2048, endpoint.lowercased().hasPrefix("https://"), endpoint.utf8.count > 8,
+        let lower = endpoint.lowercased()
+        // Browsers make https endpoints; a push service of one's own on this machine may be plain http.
+        let loopbackHTTP = ["http://127.0.0.1:", "http://127.0.0.1/", "http://localhost:", "http://localhost/",
+                            "http://[::1]:", "http://[::1]/"].contains { lower.hasPrefix($0) }
+        guard endpoint.utf8.count <= 2048, lower.hasPrefix("https://") || loopbackHTTP, endpoint.utf8.count > 8,
               !endpoint.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else {
-            return .failure(.init("\"subscription.endpoint\" must be an https:// URL of at most 2048 characters"))
+            return .failure(.init("\"subscription.endpoint\" must be an https:// URL (or http:// on 127.0.0.1, localhost or [::1]) of at most 2048 characters"))
         }
         guard case .object(let keys)? = o["keys"] else {
             return .failure(.init("\"subscription.keys\" (object with p256dh and auth) is required"))
@@ -49,9 +60,28 @@ public struct WebPushSubscription: Sendable, Equatable {
     }
 }
 
-/// base64url without padding (RFC 4648 §5), as browsers write subscription keys; padding is accepted.
-enum Base64URL {
-    static func decode(_ text: String) -> [UInt8]? {
+/// base64url without padding (RFC 4648 §5), as browsers write subscription keys; padding is accepted
+/// (up to 4096 bytes decoded: keys and tokens, not bodies).
+public enum Base64URL {
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        var out: [UInt8] = []
+        var bits: UInt32 = 0
+        var count = 0
+        for byte in bytes {
+            bits = (bits << 8) | UInt32(byte)
+            count += 8
+            while count >= 6 {
+                count -= 6
+                out.append(alphabet[Int((bits >> UInt32(count)) & 0x3F)])
+            }
+            bits &= (1 << UInt32(count)) - 1
+        }
+        if count > 0 { out.append(alphabet[Int((bits << UInt32(6 - count)) & 0x3F)]) }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public static func decode(_ text: String) -> [UInt8]? {
         var bits: UInt32 = 0
         var count = 0
         var out: [UInt8] = []

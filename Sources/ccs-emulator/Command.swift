@@ -136,6 +136,8 @@ struct Serve: AsyncParsableCommand {
     var maxConnections = 1000
     @Option(help: ArgumentHelp("FCM's per-device message limit: off, fcm (240/min,5000/h, as FCM documents it), or windows such as 3/10s,100/h. A message over it is refused: DEVICE_MESSAGE_RATE_EXCEEDED (CCS), DeviceMessageRateExceeded (legacy HTTP), 429 QUOTA_EXCEEDED with Retry-After (HTTP v1).", valueName: "limit"))
     var deviceMessageRate = "off"
+    @Option(help: "on: web devices whose subscription endpoint is a push service get their messages by Web Push (encrypted, VAPID-signed POSTs to the endpoint; docs/platforms.md) instead of the device channel; off: over the device channel.")
+    var webPush: Switch = .off
     @Option(help: "on: record app servers' client obligations kept and broken (GET /emulator/v1/audit); off: record nothing (load tests).")
     var audit: Switch = .on
     @Option(help: "on: record every message's life (GET /emulator/v1/messages, the dashboard); off: record nothing (load tests).")
@@ -226,6 +228,7 @@ struct Serve: AsyncParsableCommand {
         c.ackTimeoutMillis = Int64(ackTimeout * 1000)
         c.maxConnectionsPerSender = maxConnections
         c.audit = audit == .on
+        c.webPush = webPush == .on
         c.deviceMessageRate = deviceMessageRate == "off" ? nil : DeviceMessageRate(parsing: deviceMessageRate)
         c.journal = journal == .on
         c.importDirectory = importDirectory
