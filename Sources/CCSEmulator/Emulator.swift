@@ -79,7 +79,9 @@ public struct EmulatorConfiguration: Sendable {
     /// The app-server audit (docs/conformance.md); off saves its bookkeeping under load tests.
     public var audit = true
     /// FCM's per-device message limit (`--device-message-rate`); nil: off.
-    public var deviceMessageRate: DeviceMessageRate?
+    public var deviceMessageRate: MessageRate?
+    /// HTTP v1's per-project quota (`--project-message-rate`); nil: off.
+    public var projectMessageRate: MessageRate?
     /// Web Push delivery to web devices' push services (`--web-push on`); not with a shared store.
     public var webPush = false
     /// The message journal (docs/admin-api.md#message-journal); off saves its writes under load tests.
@@ -246,6 +248,7 @@ public final class Emulator: Sendable {
                                                        maxConnectionsPerSender: config.maxConnectionsPerSender)
         engineConfiguration.auditEnabled = config.audit
         engineConfiguration.deviceMessageRate = config.deviceMessageRate
+        engineConfiguration.projectMessageRate = config.projectMessageRate
         let journal = config.journal ? try openJournal(path: dataDir + "/journal.sqlite", config: config, logger: logger) : nil
         let prometheus = PrometheusMetrics()
         let engine = try Engine(committer: committer, clock: clock, configuration: engineConfiguration, journal: journal,

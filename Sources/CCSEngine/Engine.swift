@@ -62,7 +62,9 @@ public final class Engine: Sendable {
         /// Whether the app-server audit records anything (docs/conformance.md).
         public var auditEnabled = true
         /// FCM's per-device message rate limit; nil: none (the default, so that load tests are not throttled).
-        public var deviceMessageRate: DeviceMessageRate? = nil
+        public var deviceMessageRate: MessageRate? = nil
+        /// FCM's per-project quota for HTTP v1 (kept by the v1 front end, which meters it); nil: none.
+        public var projectMessageRate: MessageRate? = nil
 
         public init(authMode: AuthMode = .permissive, configuredSenders: [String: String] = [:],
                     maxSendersPerDevice: Int = 100, maxCollapseKeys: Int = 4, maxStoredNonCollapsible: Int = 100,
@@ -234,7 +236,7 @@ public final class Engine: Sendable {
         /// comes later removes them (the newest `writtenOffersKept`).
         var writtenOffers = RecentMap<String>(capacity: Engine.writtenOffersKept)
         /// Messages counted against each device's rate limit (nil: `--device-message-rate` is off).
-        var deviceRates: DeviceRateLimiter? = nil
+        var deviceRates: RateLimiter? = nil
         /// A refreshed token → the token of its installation (the key of `devices`, queues and links).
         var aliases: [String: String] = [:]
 
@@ -340,7 +342,7 @@ public final class Engine: Sendable {
         }
         s.groups = DeviceGroupRegistry(try committer.store.loadDeviceGroups())
         s.lastMicros = try committer.store.largestMessageMicros()
-        s.deviceRates = configuration.deviceMessageRate.map(DeviceRateLimiter.init(rate:))
+        s.deviceRates = configuration.deviceMessageRate.map(RateLimiter.init(rate:))
         // In a cluster, upstream messages and receipts are taken from the store when an app server
         // connects (`ClusterCoordinator.claimOutbound`): another node may be sending them now.
         for record in cluster == nil ? try committer.store.loadOutbound() : [] {

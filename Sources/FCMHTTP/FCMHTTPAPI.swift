@@ -20,6 +20,8 @@ public struct FCMHTTPAPI: Sendable {
     let verifiedGrants = AccessGrantCache()
     /// Named projects → sender IDs (the config file's projects). A project number needs no entry.
     let projectSenders: [String: String]
+    /// HTTP v1's per-project quota (`serve --project-message-rate`), per sender; nil: none.
+    let projectQuota: ProjectQuota?
 
     /// Request bodies larger than this are refused with 413 (1000 tokens of ~180 bytes and a 4 KiB
     /// payload fit many times over).
@@ -39,6 +41,7 @@ public struct FCMHTTPAPI: Sendable {
         self.keys = keys
         self.tokens = tokens
         self.projectSenders = projectSenders
+        self.projectQuota = engine.configuration.projectMessageRate.map(ProjectQuota.init(rate:))
         self.exchange = TokenExchange(keys: keys, issuer: tokens, verifiesSignatures: engine.configuration.authMode == .strict)
     }
 

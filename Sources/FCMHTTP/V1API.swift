@@ -59,6 +59,10 @@ extension FCMHTTPAPI {
             if let injected = injectedHTTPError(api: "v1", sender: sender, target: send.target) {
                 throw Self.injectedV1Error(status: injected.status, retryAfter: injected.retryAfter)
             }
+            // The project's quota counts messages, a dry run too; a refused one is not counted.
+            if let projectQuota, let wait = projectQuota.admit(sender: sender, now: engine.clock.nowMillis()) {
+                throw GoogleError.quotaExceeded(retryAfter: Int(max(1, (wait + 999) / 1000)))
+            }
             let answer = try await v1Deliver(send, sender: sender, project: project)
             auditSend(api: "v1", sender: sender, target: send.target, status: 200)
             return answer

@@ -136,6 +136,8 @@ struct Serve: AsyncParsableCommand {
     var maxConnections = 1000
     @Option(help: ArgumentHelp("FCM's per-device message limit: off, fcm (240/min,5000/h, as FCM documents it), or windows such as 3/10s,100/h. A message over it is refused: DEVICE_MESSAGE_RATE_EXCEEDED (CCS), DeviceMessageRateExceeded (legacy HTTP), 429 QUOTA_EXCEEDED with Retry-After (HTTP v1).", valueName: "limit"))
     var deviceMessageRate = "off"
+    @Option(help: ArgumentHelp("HTTP v1's per-project quota: off, fcm (600000/min, as FCM documents it), or windows such as 10/min. A v1 message over it is answered 429 QUOTA_EXCEEDED with Retry-After.", valueName: "limit"))
+    var projectMessageRate = "off"
     @Option(help: "on: web devices whose subscription endpoint is a push service get their messages by Web Push (encrypted, VAPID-signed POSTs to the endpoint; docs/platforms.md) instead of the device channel; off: over the device channel.")
     var webPush: Switch = .off
     @Option(help: "on: record app servers' client obligations kept and broken (GET /emulator/v1/audit); off: record nothing (load tests).")
@@ -188,8 +190,9 @@ struct Serve: AsyncParsableCommand {
         if !(1...86_400).contains(authTimeout) { throw ValidationError("--auth-timeout must be 1...86400 seconds") }
         if !(1...3600).contains(requestTimeout) { throw ValidationError("--request-timeout must be 1...3600 seconds") }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
-        if deviceMessageRate != "off" && DeviceMessageRate(parsing: deviceMessageRate) == nil {
-            throw ValidationError("--device-message-rate: off, fcm, or up to 4 windows LIMIT/PERIOD separated by commas (LIMIT 1 to 1000000; PERIOD s, min, h or d, with an optional count such as 10s; 1 second to 1 day)")
+        for (option, value) in [("--device-message-rate", deviceMessageRate), ("--project-message-rate", projectMessageRate)]
+        where value != "off" && MessageRate(parsing: value) == nil {
+            throw ValidationError("\(option): off, fcm, or up to 4 windows LIMIT/PERIOD separated by commas (LIMIT 1 to 1000000; PERIOD s, min, h or d, with an optional count such as 10s; 1 second to 1 day)")
         }
     }
 
@@ -229,7 +232,8 @@ struct Serve: AsyncParsableCommand {
         c.maxConnectionsPerSender = maxConnections
         c.audit = audit == .on
         c.webPush = webPush == .on
-        c.deviceMessageRate = deviceMessageRate == "off" ? nil : DeviceMessageRate(parsing: deviceMessageRate)
+        c.deviceMessageRate = deviceMessageRate == "off" ? nil : MessageRate(parsing: deviceMessageRate)
+        c.projectMessageRate = projectMessageRate == "off" ? nil : MessageRate(parsing: projectMessageRate, fcm: .fcmProject)
         c.journal = journal == .on
         c.importDirectory = importDirectory
         c.exportOnExitDirectory = exportOnExit

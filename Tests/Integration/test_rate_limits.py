@@ -92,11 +92,43 @@ def test_firebase_admin_waits_retry_after_and_its_retry_goes_through(start_serve
     assert event["kind"] == "refused" and event["api"] == "v1" and "QUOTA_EXCEEDED" in event["detail"], event
 
 
+def test_the_v1_project_quota_counts_a_projects_messages_and_the_clock_refills_it(start_server, tmp_path):
+    srv = start_server(extra_args=["--project-message-rate", "2/min", "--clock", "virtual"])
+    status, info = http_json("GET", f"{srv.http_base}/emulator/v1/info")
+    assert info["project_message_rate"] == "2/min" and info["device_message_rate"] is None, info
+    sender, other = new_sender_id(), new_sender_id()
+    tokens = [register_device(srv.http_base, "com.example.quota", [sender])["token"] for _ in range(3)]
+    foreign = register_device(srv.http_base, "com.example.quota", [other])["token"]
+
+    def v1(project: str, token: str) -> tuple[int, dict, str]:
+        creds = tmp_path / f"sa-{project}.json"
+        if not creds.exists():
+            credentials_file(srv, project, creds)
+        headers = {"Authorization": f"Bearer {access_token(creds)}", "Content-Type": "application/json"}
+        return raw("POST", f"{srv.http_base}/v1/projects/{project}/messages:send",
+                   json.dumps({"message": {"token": token, "data": {"k": "v"}}}), headers)
+
+    # Two messages of the project to two devices fill its minute; the third device's is refused.
+    assert v1(sender, tokens[0])[0] == 200
+    assert v1(sender, tokens[1])[0] == 200
+    status, headers, body = v1(sender, tokens[2])
+    assert status == 429 and headers.get("retry-after") == "30", (status, headers, body)
+    assert json.loads(body)["error"]["details"][0]["errorCode"] == "QUOTA_EXCEEDED", body
+    # Another project has its own quota; the legacy API has none.
+    assert v1(other, foreign)[0] == 200
+    push = FCMNotification(api_key=new_key())
+    push.FCM_END_POINT = f"{srv.http_base}/fcm/send"
+    assert push.single_device_data_message(registration_id=tokens[2], data_message={"via": "legacy"})["success"] == 1
+    advance(srv.http_base, 30)
+    assert v1(sender, tokens[2])[0] == 200
+
+
 def test_off_by_default_and_a_bad_limit_stops_serve(server, tmp_path):
     from ccs_support.cli import serve_must_fail
 
     status, info = http_json("GET", f"{server.http_base}/emulator/v1/info")
-    assert status == 200 and info["device_message_rate"] is None, info
-    for bad in ("0/min", "3/2d", "many", "3/min,"):
-        code, stderr = serve_must_fail(tmp_path / "bad", "--device-message-rate", bad)
-        assert code != 0 and "--device-message-rate" in stderr, (bad, code, stderr)
+    assert status == 200 and info["device_message_rate"] is None and info["project_message_rate"] is None, info
+    for option in ("--device-message-rate", "--project-message-rate"):
+        for bad in ("0/min", "3/2d", "many", "3/min,"):
+            code, stderr = serve_must_fail(tmp_path / "bad", option, bad)
+            assert code != 0 and option in stderr, (option, bad, code, stderr)

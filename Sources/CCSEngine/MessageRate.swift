@@ -1,8 +1,9 @@
-/// FCM's limit on the messages one device may be sent ("Maximum message rate to a single device":
-/// 240 a minute and 5,000 an hour on Android, "these minutes are not aligned to the clock"), as a set
-/// of windows, each a limit per period. Off unless `serve --device-message-rate` names one
+/// A limit on messages as FCM states its limits, a set of windows, each a limit per period ("these
+/// minutes are not aligned to the clock"): the messages one device may be sent (`serve
+/// --device-message-rate`; FCM: 240 a minute and 5,000 an hour on Android) and those one project may
+/// send over HTTP v1 (`--project-message-rate`; FCM: 600,000 a minute). Both off unless given
 /// (docs/semantics.md, "Rate limits").
-public struct DeviceMessageRate: Sendable, Equatable, CustomStringConvertible {
+public struct MessageRate: Sendable, Equatable, CustomStringConvertible {
     public struct Window: Sendable, Equatable {
         /// Messages allowed per period (1 to 1,000,000).
         public let limit: Int
@@ -10,8 +11,8 @@ public struct DeviceMessageRate: Sendable, Equatable, CustomStringConvertible {
         public let periodMillis: Int64
 
         public init?(limit: Int, periodMillis: Int64) {
-            guard (1...DeviceMessageRate.maximumLimit).contains(limit),
-                  (1000...DeviceMessageRate.maximumPeriodMillis).contains(periodMillis) else { return nil }
+            guard (1...MessageRate.maximumLimit).contains(limit),
+                  (1000...MessageRate.maximumPeriodMillis).contains(periodMillis) else { return nil }
             self.limit = limit
             self.periodMillis = periodMillis
         }
@@ -23,17 +24,21 @@ public struct DeviceMessageRate: Sendable, Equatable, CustomStringConvertible {
     public static let maximumPeriodMillis: Int64 = 86_400_000
     public static let maximumWindows = 4
 
-    /// The numbers of FCM's documentation (firebase.google.com/docs/cloud-messaging/throttling-and-quotas).
-    public static let fcm = DeviceMessageRate(windows: [Window(limit: 240, periodMillis: 60_000)!,
-                                                        Window(limit: 5000, periodMillis: 3_600_000)!])
+    /// The numbers of FCM's documentation (firebase.google.com/docs/cloud-messaging/throttling-and-quotas):
+    /// per device,
+    public static let fcm = MessageRate(windows: [Window(limit: 240, periodMillis: 60_000)!,
+                                                  Window(limit: 5000, periodMillis: 3_600_000)!])
+    /// and per project for HTTP v1.
+    public static let fcmProject = MessageRate(windows: [Window(limit: 600_000, periodMillis: 60_000)!])
 
     public init(windows: [Window]) { self.windows = windows }
 
-    /// `fcm`, or windows separated by commas, each `LIMIT/PERIOD` with PERIOD a unit (`s`, `min`,
-    /// `h`, `d`) with an optional count before it: `240/min,5000/h`, `3/10s`. Nil for anything else.
-    public init?(parsing text: String) {
+    /// `fcm` (the limit `fcm` names), or windows separated by commas, each `LIMIT/PERIOD` with PERIOD a
+    /// unit (`s`, `min`, `h`, `d`) with an optional count before it: `240/min,5000/h`, `3/10s`. Nil for
+    /// anything else.
+    public init?(parsing text: String, fcm: MessageRate = .fcm) {
         if text == "fcm" {
-            self = .fcm
+            self = fcm
             return
         }
         var windows: [Window] = []
@@ -73,11 +78,11 @@ public struct DeviceMessageRate: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// One token bucket per window and device: a window of L messages per P ms holds up to L·P units,
-/// gains L units a millisecond and a message costs P (whole numbers: no drift, and a virtual clock
-/// advanced by P refills it exactly). Kept in memory only: a restart starts every device afresh.
-struct DeviceRateLimiter {
-    let rate: DeviceMessageRate
+/// One token bucket per window and key (a device, a project): a window of L messages per P ms holds
+/// up to L·P units, gains L units a millisecond and a message costs P (whole numbers: no drift, and a
+/// virtual clock advanced by P refills it exactly). Kept in memory only: a restart starts afresh.
+public struct RateLimiter: Sendable {
+    public let rate: MessageRate
     private var levels: [String: Levels] = [:]
     private var admitsSincePrune = 0
 
@@ -86,13 +91,13 @@ struct DeviceRateLimiter {
         var atMillis: Int64
     }
 
-    init(rate: DeviceMessageRate) { self.rate = rate }
+    public init(rate: MessageRate) { self.rate = rate }
 
     var trackedDevices: Int { levels.count }
 
-    /// Takes one message for `token` at `now`: nil when every window has room (the message is counted),
+    /// Takes one message for `key` at `now`: nil when every window has room (the message is counted),
     /// else the milliseconds until every window will (nothing is counted).
-    mutating func admit(_ token: String, now: Int64) -> Int64? {
+    public mutating func admit(_ token: String, now: Int64) -> Int64? {
         admitsSincePrune += 1
         if admitsSincePrune >= Self.pruneEvery { prune(now: now) }
         var entry = refilled(levels[token], now: now)

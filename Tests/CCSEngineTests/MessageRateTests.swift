@@ -4,24 +4,25 @@ import Testing
 
 @Suite struct DeviceMessageRateTests {
     @Test func parsesFCMAndWindows() throws {
-        #expect(DeviceMessageRate(parsing: "fcm") == .fcm)
-        #expect(DeviceMessageRate.fcm.description == "240/min,5000/h")
-        let rate = try #require(DeviceMessageRate(parsing: "3/10s,100/h,7/d,1000000/90min"))
+        #expect(MessageRate(parsing: "fcm") == .fcm)
+        #expect(MessageRate(parsing: "fcm", fcm: .fcmProject)?.description == "600000/min")
+        #expect(MessageRate.fcm.description == "240/min,5000/h")
+        let rate = try #require(MessageRate(parsing: "3/10s,100/h,7/d,1000000/90min"))
         #expect(rate.windows.map(\.limit) == [3, 100, 7, 1_000_000])
         #expect(rate.windows.map(\.periodMillis) == [10_000, 3_600_000, 86_400_000, 5_400_000])
         #expect(rate.description == "3/10s,100/h,7/d,1000000/90min")
-        #expect(DeviceMessageRate(parsing: "1/60s")?.description == "1/min")
+        #expect(MessageRate(parsing: "1/60s")?.description == "1/min")
     }
 
     @Test(arguments: ["", "off", "3", "3/", "/min", "0/min", "-1/min", "3/0s", "3/x", "3/min,", "1000001/min",
                       "3/2d", "3/0.5s", "3/999999999999999999999s", "99999999999999999999/min",
                       "1/s,1/s,1/s,1/s,1/s", "3/ min", "3/s/s"])
     func refusesWhatIsNotALimit(_ text: String) {
-        #expect(DeviceMessageRate(parsing: text) == nil)
+        #expect(MessageRate(parsing: text) == nil)
     }
 
     @Test func aBucketRefillsAtItsRateAndSaysWhenThereIsRoom() throws {
-        var limiter = DeviceRateLimiter(rate: try #require(DeviceMessageRate(parsing: "3/min")))
+        var limiter = RateLimiter(rate: try #require(MessageRate(parsing: "3/min")))
         let t0: Int64 = 1_700_000_000_000
         for _ in 0..<3 { #expect(limiter.admit("a", now: t0) == nil) }
         // The fourth waits for one message's worth of refill: a third of a minute.
@@ -37,7 +38,7 @@ import Testing
     }
 
     @Test func everyWindowMustHaveRoom() throws {
-        var limiter = DeviceRateLimiter(rate: try #require(DeviceMessageRate(parsing: "2/s,3/min")))
+        var limiter = RateLimiter(rate: try #require(MessageRate(parsing: "2/s,3/min")))
         let t0: Int64 = 1_000_000
         #expect(limiter.admit("a", now: t0) == nil)
         #expect(limiter.admit("a", now: t0) == nil)
@@ -48,23 +49,23 @@ import Testing
     }
 
     @Test func aClockSetBackRefillsNothing() throws {
-        var limiter = DeviceRateLimiter(rate: try #require(DeviceMessageRate(parsing: "1/min")))
+        var limiter = RateLimiter(rate: try #require(MessageRate(parsing: "1/min")))
         #expect(limiter.admit("a", now: 100_000) == nil)
         #expect(limiter.admit("a", now: 40_000) == 60_000)
         #expect(limiter.admit("a", now: 160_000) == nil)
     }
 
     @Test func fullBucketsAreForgotten() throws {
-        var limiter = DeviceRateLimiter(rate: try #require(DeviceMessageRate(parsing: "5/s")))
+        var limiter = RateLimiter(rate: try #require(MessageRate(parsing: "5/s")))
         for i in 0..<100 { _ = limiter.admit("d\(i)", now: 0) }
         #expect(limiter.trackedDevices == 100)
-        for i in 0..<DeviceRateLimiter.pruneEvery { _ = limiter.admit("late", now: 10_000 + Int64(i)) }
+        for i in 0..<RateLimiter.pruneEvery { _ = limiter.admit("late", now: 10_000 + Int64(i)) }
         #expect(limiter.trackedDevices == 1)
     }
 
     @Test func theEngineRefusesOverTheLimitAndCountsNoDryRun() async throws {
         var configuration = Engine.Configuration()
-        configuration.deviceMessageRate = DeviceMessageRate(parsing: "2/min")
+        configuration.deviceMessageRate = MessageRate(parsing: "2/min")
         let h = try Harness(configuration: configuration)
         let device = try await h.register()
         let other = try await h.register()
