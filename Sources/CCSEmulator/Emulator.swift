@@ -84,6 +84,8 @@ public struct EmulatorConfiguration: Sendable {
     public var projectMessageRate: MessageRate?
     /// Web Push delivery to web devices' push services (`--web-push on`); not with a shared store.
     public var webPush = false
+    /// PEM certificates trusted for https push services besides the system's (`--web-push-ca`).
+    public var webPushCAPath: String?
     /// The message journal (docs/admin-api.md#message-journal); off saves its writes under load tests.
     public var journal = true
     public var journalRetention = MessageJournal.Retention()
@@ -346,7 +348,11 @@ public final class Emulator: Sendable {
             if config.webPush {
                 try FileManager.default.createDirectory(atPath: dataDir + "/tls", withIntermediateDirectories: true)
                 let vapid = try VAPIDKey.ensure(at: dataDir + "/tls/vapid-key.pem")
-                webPush = WebPushDelivery(engine: engine, vapid: vapid, group: group, logger: logger)
+                let roots: [NIOSSLCertificate]
+                do { roots = try config.webPushCAPath.map { try NIOSSLCertificate.fromPEMFile($0) } ?? [] } catch {
+                    throw ConfigurationError("--web-push-ca \(config.webPushCAPath ?? ""): not a PEM certificate file (\(error))")
+                }
+                webPush = WebPushDelivery(engine: engine, vapid: vapid, group: group, logger: logger, extraTrustRoots: roots)
                 emulatorInfo.vapidPublicKey = vapid.publicKeyBase64URL
             }
             let ports = Locked(emulatorInfo)

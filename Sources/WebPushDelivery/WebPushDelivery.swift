@@ -6,6 +6,7 @@ import Locking
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import PushDomain
 import Synchronization
 
@@ -30,11 +31,19 @@ public final class WebPushDelivery: Sendable {
     static let firstBackoff: Double = 1
     static let maximumBackoff: Double = 60
 
-    public init(engine: Engine, vapid: VAPIDKey, group: any EventLoopGroup, logger: Logger) {
+    /// `extraTrustRoots`: certificates trusted besides the system's, for a push service of one's own
+    /// that serves https with a certificate of a private CA (`serve --web-push-ca`).
+    public init(engine: Engine, vapid: VAPIDKey, group: any EventLoopGroup, logger: Logger,
+                extraTrustRoots: [NIOSSLCertificate] = []) {
         self.engine = engine
         self.vapid = vapid
         self.logger = logger
         var configuration = HTTPClient.Configuration()
+        if !extraTrustRoots.isEmpty {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.additionalTrustRoots = [.certificates(extraTrustRoots)]
+            configuration.tlsConfiguration = tls
+        }
         configuration.timeout.connect = .seconds(10)
         configuration.timeout.read = .seconds(30)
         configuration.redirectConfiguration = .disallow

@@ -140,6 +140,8 @@ struct Serve: AsyncParsableCommand {
     var projectMessageRate = "off"
     @Option(help: "on: web devices whose subscription endpoint is a push service get their messages by Web Push (encrypted, VAPID-signed POSTs to the endpoint; docs/platforms.md) instead of the device channel; off: over the device channel.")
     var webPush: Switch = .off
+    @Option(help: ArgumentHelp("With --web-push on: PEM certificates to trust for https push services besides the system's (a push service of your own with a private CA).", valueName: "file"))
+    var webPushCa: String?
     @Option(help: "on: record app servers' client obligations kept and broken (GET /emulator/v1/audit); off: record nothing (load tests).")
     var audit: Switch = .on
     @Option(help: "on: record every message's life (GET /emulator/v1/messages, the dashboard); off: record nothing (load tests).")
@@ -190,6 +192,7 @@ struct Serve: AsyncParsableCommand {
         if !(1...86_400).contains(authTimeout) { throw ValidationError("--auth-timeout must be 1...86400 seconds") }
         if !(1...3600).contains(requestTimeout) { throw ValidationError("--request-timeout must be 1...3600 seconds") }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
+        if webPushCa != nil && webPush != .on { throw ValidationError("--web-push-ca goes with --web-push on") }
         for (option, value) in [("--device-message-rate", deviceMessageRate), ("--project-message-rate", projectMessageRate)]
         where value != "off" && MessageRate(parsing: value) == nil {
             throw ValidationError("\(option): off, fcm, or up to 4 windows LIMIT/PERIOD separated by commas (LIMIT 1 to 1000000; PERIOD s, min, h or d, with an optional count such as 10s; 1 second to 1 day)")
@@ -232,6 +235,7 @@ struct Serve: AsyncParsableCommand {
         c.maxConnectionsPerSender = maxConnections
         c.audit = audit == .on
         c.webPush = webPush == .on
+        c.webPushCAPath = webPushCa
         c.deviceMessageRate = deviceMessageRate == "off" ? nil : MessageRate(parsing: deviceMessageRate)
         c.projectMessageRate = projectMessageRate == "off" ? nil : MessageRate(parsing: projectMessageRate, fcm: .fcmProject)
         c.journal = journal == .on

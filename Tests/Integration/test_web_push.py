@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import queue
+import ssl
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,9 +35,10 @@ def unb64url(text: str) -> bytes:
 
 
 class PushService:
-    """Records every request; answers 201 unless `answers` holds statuses to give first."""
+    """Records every request; answers 201 unless `answers` holds statuses to give first. With
+    `tls`, (certfile, keyfile): https."""
 
-    def __init__(self):
+    def __init__(self, tls: tuple[str, str] | None = None):
         self.requests: queue.Queue = queue.Queue()
         self.answers: list[int] = []
         service = self
@@ -55,6 +57,10 @@ class PushService:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
@@ -149,6 +155,50 @@ def test_messages_go_to_the_push_service_encrypted_signed_and_its_answers_count(
                    == "uninstalled", 20, "a 410 from the push service did not uninstall the app")
         assert legacy({"to": token, "data": {"n": "4"}})["results"] == [{"error": "NotRegistered"}]
         assert push.requests.empty()
+    finally:
+        push.close()
+
+
+def self_signed(directory) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 that no system trusts: the push service's own."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test push service")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=7))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = directory / "push.pem", directory / "push.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_path), str(key_path)
+
+
+def test_an_https_push_service_with_its_own_certificate(start_server, tmp_path):
+    cert, key_file = self_signed(tmp_path)
+    push = PushService(tls=(cert, key_file))
+    try:
+        srv = start_server(extra_args=["--web-push", "on", "--web-push-ca", cert])
+        sender = new_sender_id()
+        browser = Browser(f"https://127.0.0.1:{push.port}/push/tls")
+        status, device = http_json("POST", f"{srv.http_base}/emulator/v1/devices",
+                                   {"app": "https://app.example", "senders": [sender], "platform": "web",
+                                    "subscription": browser.subscription})
+        assert status == 201, device
+        status, _, text = raw("POST", f"{srv.http_base}/fcm/send", json.dumps({"to": device["token"], "data": {"over": "tls"}}),
+                              {"Authorization": f"key={new_key()}", "Content-Type": "application/json"})
+        assert status == 200 and json.loads(text)["success"] == 1, text
+        request = push.next()
+        assert request["status"] == 201 and browser.read(request)["data"] == {"over": "tls"}, request
     finally:
         push.close()
 
