@@ -97,11 +97,7 @@ extension Engine: ClusterEvents {
                         s.removeAliases(of: old)
                     }
                     if let record {
-                        s.devices[token] = record
-                        s.deviceStates[token] = DeviceState(json: record.state)
-                        s.tokenByDeviceID[record.deviceID] = token
-                        if let apns = record.apnsToken { s.apnsTokens[apns] = token }
-                        s.addAliases(of: record)
+                        Self.add(record, &s)
                     } else {
                         s.devices[token] = nil
                         s.deviceStates[token] = nil
@@ -139,13 +135,7 @@ extension Engine: ClusterEvents {
                     s.tokenByDeviceID = [:]
                     s.apnsTokens = [:]
                     s.aliases = [:]
-                    for d in devices {
-                        s.devices[d.token] = d
-                        s.deviceStates[d.token] = DeviceState(json: d.state)
-                        s.tokenByDeviceID[d.deviceID] = d.token
-                        if let apns = d.apnsToken { s.apnsTokens[apns] = d.token }
-                        s.addAliases(of: d)
-                    }
+                    for d in devices { Self.add(d, &s) }
                     s.topics = TopicRegistry()
                     for t in subscriptions { _ = s.topics.add(.init(senderID: t.senderID, name: t.topic), token: t.token, at: t.addedAt) }
                     s.groups = DeviceGroupRegistry(groups)

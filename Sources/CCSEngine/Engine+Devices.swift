@@ -151,7 +151,7 @@ extension Engine {
 
     /// The installation `token` names: by its first token or by one it was given later (a refresh).
     public func device(token: String) -> DeviceRecord? {
-        state.withLock { s in s.installationToken(token).flatMap { s.devices[$0] } }
+        state.withLock { $0.installation(token) }
     }
 
     public func deviceState(token: String) -> DeviceState? {
@@ -424,7 +424,7 @@ extension Engine {
     /// connection is closed. Later downstream to it gets DEVICE_UNREGISTERED.
     public func uninstall(token: String) async throws(DeviceManagementError) {
         let link: (any DeviceLink)? = try await change { s in
-            guard let before = s.installationToken(token).flatMap({ s.devices[$0] }) else { return .failure(.unknownDevice(token)) }
+            guard let before = s.installation(token) else { return .failure(.unknownDevice(token)) }
             return .success(Self.uninstalling(before, &s))
         }
         link?.close()
@@ -488,7 +488,8 @@ extension Engine {
     /// be any of the installation's tokens. Returns the record, `canonicalToken` the new token.
     public func refreshToken(_ token: String) async throws(DeviceManagementError) -> DeviceRecord {
         try await change { s in
-            guard let key = s.installationToken(token), let before = s.devices[key] else { return .failure(.unknownDevice(token)) }
+            guard let before = s.installation(token) else { return .failure(.unknownDevice(token)) }
+            let key = before.token
             guard before.status == .active else {
                 return .failure(.invalidRequest("the app was uninstalled: its tokens are dead and get no new one"))
             }

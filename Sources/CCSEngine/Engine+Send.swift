@@ -67,14 +67,8 @@ extension Engine {
               completion answered: @escaping @Sendable (SendResult) -> Void) {
         let now = clock.nowMillis()
         let lookup: Lookup = state.withLock { s in
-            let to: String, device: DeviceRecord
-            if let found = s.devices[given] {
-                (to, device) = (given, found)
-            } else if let installation = s.aliases[given], let found = s.devices[installation] {
-                (to, device) = (installation, found)
-            } else {
-                return .refused(.invalidRegistration(token: given))
-            }
+            guard let device = s.installation(given) else { return .refused(.invalidRegistration(token: given)) }
+            let to = device.token
             if device.status != .active { return .refused(.unregistered(token: given)) }
             if case .fcm = origin, !device.senders.contains(senderID) {
                 return .refused(.senderMismatch(token: to, sender: senderID))
@@ -92,6 +86,7 @@ extension Engine {
             let deviceState = s.deviceStates[to] ?? DeviceState()
             let takesNow = s.online[to]?.loaded == true
             let canonical = device.refreshedTokens.last.flatMap { $0 == given ? nil : $0 }
+            // Only what the rest needs leaves the lock: a whole record would be a dozen retains per message.
             return .found(app: device.app, platform: device.platform, id, deviceState, takesNow,
                           installation: to, canonical: canonical)
         }

@@ -84,11 +84,11 @@ extension Engine {
                 var ops: [StoreOp] = []
                 for index in changes.indices {
                     // A refreshed token subscribes its installation (the subscriptions are the app's).
-                    if let installation = s.installationToken(changes[index].token) { changes[index].token = installation }
-                    let change = changes[index]
-                    guard let device = s.devices[change.token], device.status == .active else {
+                    guard let device = s.installation(changes[index].token), device.status == .active else {
                         results[index] = .failure(.notFound); continue
                     }
+                    changes[index].token = device.token
+                    let change = changes[index]
                     guard device.senders.contains(change.senderID) else { results[index] = .failure(.senderMismatch); continue }
                     switch apply(&s, change) {
                     case .failure(let error): results[index] = .failure(error)
@@ -110,8 +110,8 @@ extension Engine {
     /// The token's topics of one sender with the date each was added (ms); nil for an unknown token.
     public func topics(token: String, senderID: String) -> [String: Int64]? {
         state.withLock { s in
-            guard let installation = s.installationToken(token) else { return nil }
-            return s.topics.topics(token: installation, senderID: senderID)
+            guard let device = s.installation(token) else { return nil }
+            return s.topics.topics(token: device.token, senderID: senderID)
         }
     }
 

@@ -240,10 +240,11 @@ public final class Engine: Sendable {
         /// A refreshed token → the token of its installation (the key of `devices`, queues and links).
         var aliases: [String: String] = [:]
 
-        /// The installation `token` names: its own (an installation's first token) or, for a token it
-        /// was given later, the first one. Nil for a token no installation has had.
-        func installationToken(_ token: String) -> String? {
-            devices[token] != nil ? token : aliases[token]
+        /// The installation `token` names: by its first token (its key, `DeviceRecord.token`) or by one
+        /// it was given later. Nil for a token no installation has had.
+        func installation(_ token: String) -> DeviceRecord? {
+            if let device = devices[token] { return device }
+            return aliases[token].flatMap { devices[$0] }
         }
 
         mutating func addAliases(of record: DeviceRecord) {
@@ -331,11 +332,7 @@ public final class Engine: Sendable {
         var s = State()
         for sender in try committer.store.loadSenders() { s.senders[sender.senderID] = sender }
         for device in try committer.store.loadDevices() {
-            s.devices[device.token] = device
-            s.deviceStates[device.token] = DeviceState(json: device.state)
-            s.tokenByDeviceID[device.deviceID] = device.token
-            if let apns = device.apnsToken { s.apnsTokens[apns] = device.token }  // newest last: it wins
-            s.addAliases(of: device)
+            Self.add(device, &s)  // newest last: its APNs token wins
         }
         for t in try committer.store.loadSubscriptions() {
             s.topics.add(.init(senderID: t.senderID, name: t.topic), token: t.token, at: t.addedAt)

@@ -93,25 +93,25 @@ public struct RateLimiter: Sendable {
 
     public init(rate: MessageRate) { self.rate = rate }
 
-    var trackedDevices: Int { levels.count }
+    var trackedKeys: Int { levels.count }
 
     /// Takes one message for `key` at `now`: nil when every window has room (the message is counted),
     /// else the milliseconds until every window will (nothing is counted).
-    public mutating func admit(_ token: String, now: Int64) -> Int64? {
+    public mutating func admit(_ key: String, now: Int64) -> Int64? {
         admitsSincePrune += 1
         if admitsSincePrune >= Self.pruneEvery { prune(now: now) }
-        var entry = refilled(levels[token], now: now)
+        var entry = refilled(levels[key], now: now)
         var wait: Int64 = 0
         for (i, window) in rate.windows.enumerated() where entry.units[i] < window.periodMillis {
             let missing = window.periodMillis - entry.units[i]
             wait = max(wait, (missing + Int64(window.limit) - 1) / Int64(window.limit))
         }
         if wait > 0 {
-            levels[token] = entry
+            levels[key] = entry
             return wait
         }
         for (i, window) in rate.windows.enumerated() { entry.units[i] -= window.periodMillis }
-        levels[token] = entry
+        levels[key] = entry
         return nil
     }
 
@@ -133,7 +133,7 @@ public struct RateLimiter: Sendable {
 
     static let pruneEvery = 4096
 
-    /// Drops the devices whose buckets are full again: they hold nothing a fresh entry would not.
+    /// Drops the keys whose buckets are full again: they hold nothing a fresh entry would not.
     private mutating func prune(now: Int64) {
         admitsSincePrune = 0
         let windows = rate.windows

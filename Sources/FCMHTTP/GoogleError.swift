@@ -41,6 +41,11 @@ struct GoogleError: Error, HTTPResponseError, Equatable {
         GoogleError(status: .tooManyRequests, rpcStatus: "RESOURCE_EXHAUSTED", message: "Quota exceeded for sending messages.",
                     fcmErrorCode: "QUOTA_EXCEEDED", retryAfter: retryAfter)
     }
+    /// The same for a wait known in milliseconds (a rate limit): whole seconds, rounded up, so that a
+    /// client that waits `Retry-After` finds room.
+    static func quotaExceeded(retryAfterMillis millis: Int64) -> GoogleError {
+        quotaExceeded(retryAfter: Int(max(1, (millis + 999) / 1000)))
+    }
     static func unavailable(retryAfter: Int) -> GoogleError {
         GoogleError(status: .serviceUnavailable, rpcStatus: "UNAVAILABLE", message: "The service is currently unavailable.",
                     fcmErrorCode: "UNAVAILABLE", retryAfter: retryAfter)

@@ -61,7 +61,7 @@ extension FCMHTTPAPI {
             }
             // The project's quota counts messages, a dry run too; a refused one is not counted.
             if let projectQuota, let wait = projectQuota.admit(sender: sender, now: engine.clock.nowMillis()) {
-                throw GoogleError.quotaExceeded(retryAfter: Int(max(1, (wait + 999) / 1000)))
+                throw GoogleError.quotaExceeded(retryAfterMillis: wait)
             }
             let answer = try await v1Deliver(send, sender: sender, project: project)
             auditSend(api: "v1", sender: sender, target: send.target, status: 200)
@@ -123,8 +123,7 @@ extension FCMHTTPAPI {
             return .invalidArgument("Message is too big: after translation for the iOS device its APNs payload is \(bytes) bytes, the limit is \(APNsNotification.maximumPayloadBytes)",
                                     field: "message", description: "message is too big")
         case .deviceMessageRateExceeded(_, let millis):
-            // Whole seconds, rounded up: a client that waits Retry-After finds room.
-            return .quotaExceeded(retryAfter: Int(max(1, (millis + 999) / 1000)))
+            return .quotaExceeded(retryAfterMillis: millis)
         case .unavailable:
             return .unavailable(retryAfter: 1)
         }

@@ -16,8 +16,11 @@ public struct VAPIDKey: Sendable {
             return VAPIDKey(privateKey: try P256.Signing.PrivateKey(pemRepresentation: pem))
         }
         let key = P256.Signing.PrivateKey()
-        FileManager.default.createFile(atPath: path, contents: Data(key.pemRepresentation.utf8),
-                                       attributes: [.posixPermissions: 0o600])
+        // Kept, or every start would sign with a key no push service has seen.
+        guard FileManager.default.createFile(atPath: path, contents: Data(key.pemRepresentation.utf8),
+                                             attributes: [.posixPermissions: 0o600]) else {
+            throw WebPushEncryption.Failure(description: "cannot write the VAPID key to \(path)")
+        }
         return VAPIDKey(privateKey: key)
     }
 

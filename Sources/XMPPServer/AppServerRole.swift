@@ -103,13 +103,13 @@ extension XMPPConnectionHandler {
                 }
                 let answer: String
                 let audited: Auditor.Answer
-                var canonical: String?
+                // Sent to an earlier token of a refreshed installation: the ACK names its newest.
+                let canonical: String?
+                if case .accepted(_, _, let named) = result { canonical = named } else { canonical = nil }
                 switch result {
-                case .accepted(let token, _, let named):
-                    // Sent to an earlier token of a refreshed installation: the ACK names its newest.
-                    answer = OutgoingJSON.ack(messageID: messageID, from: token, registrationID: named)
+                case .accepted(let token, _, _):
+                    answer = OutgoingJSON.ack(messageID: messageID, from: token, registrationID: canonical)
                     audited = .ack
-                    canonical = named
                 case .fannedOut:
                     // A topic or condition send: the ACK's `from` is the topic or the condition (docs/semantics.md).
                     answer = OutgoingJSON.ack(messageID: messageID, from: addressee)
@@ -130,7 +130,6 @@ extension XMPPConnectionHandler {
                                                          failedRegistrationIDs: outcome.failedRegistrationIDs)
                     audited = .ack
                 }
-                let named = canonical
                 let deliver: @Sendable () -> Void = {
                     // Counted down on the loop, with the answer written: shutdown waits for pending = 0.
                     link.pending.subtract(1, ordering: .relaxed)
@@ -138,7 +137,7 @@ extension XMPPConnectionHandler {
                     if !drop {
                         handler.writeGCM(answer)
                         audit.downstreamAnswered(connection: link.id, messageID: messageID, to: addressee, answer: audited,
-                                                 canonical: named)
+                                                 canonical: canonical)
                     }
                     if drain { handler.startDraining() }
                     if link.pendingCount == 0 { handler.finishPeerEndedStream() }

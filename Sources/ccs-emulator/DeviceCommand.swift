@@ -310,10 +310,11 @@ struct DeviceSession {
         case .refreshToken:
             // The installation keeps its first token as its key (and these routes take any of its
             // tokens); the app is told the new one, as onNewToken tells it.
-            let before = try await http.getJSON("/emulator/v1/devices/\(token)")
             let device = try await http.postJSON("/emulator/v1/devices/\(token)/refresh", .object([:]))
+            // The previous token is the one before the new one: the record says both.
+            let refreshed = device["refreshed_tokens"]?.arrayValue ?? []
             Self.emit(["event": .string("token"), "token": device["canonical_token"] ?? .null,
-                       "previous_token": before["canonical_token"] ?? before["token"] ?? .null])
+                       "previous_token": refreshed.count >= 2 ? refreshed[refreshed.count - 2] : device["token"] ?? .null])
         case .invalid(let line):
             Self.emit(["event": .string("error"), "error": .string("not a command: \(line)")])
         }

@@ -58,9 +58,9 @@ import Testing
     @Test func fullBucketsAreForgotten() throws {
         var limiter = RateLimiter(rate: try #require(MessageRate(parsing: "5/s")))
         for i in 0..<100 { _ = limiter.admit("d\(i)", now: 0) }
-        #expect(limiter.trackedDevices == 100)
+        #expect(limiter.trackedKeys == 100)
         for i in 0..<RateLimiter.pruneEvery { _ = limiter.admit("late", now: 10_000 + Int64(i)) }
-        #expect(limiter.trackedDevices == 1)
+        #expect(limiter.trackedKeys == 1)
     }
 
     @Test func theEngineRefusesOverTheLimitAndCountsNoDryRun() async throws {

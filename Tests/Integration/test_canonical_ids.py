@@ -11,17 +11,10 @@ import json
 import urllib.parse
 
 from gcm import GCM
-from pyfcm import FCMNotification
 
 from ccs_support import http_json, new_key, new_sender_id
-from ccs_support.fcm_http import credentials_file, raw, run_firebase
+from ccs_support.fcm_http import credentials_file, pyfcm_legacy, raw, run_firebase
 from ccs_support.semantics import quote_token
-
-
-def legacy(srv, key: str) -> FCMNotification:
-    push = FCMNotification(api_key=key)
-    push.FCM_END_POINT = f"{srv.http_base}/fcm/send"
-    return push
 
 
 def test_an_old_token_reaches_the_app_and_every_answer_names_the_new_one(start_server, devices, xmpp, tmp_path):
@@ -42,10 +35,10 @@ def test_an_old_token_reaches_the_app_and_every_answer_names_the_new_one(start_s
     assert record["refreshed_tokens"] == [new], record
 
     # Legacy JSON through pyfcm 1.x: the old token's result names the new one; the new one's does not.
-    answer = legacy(srv, key).single_device_data_message(registration_id=old, data_message={"n": "pyfcm-old"})
+    answer = pyfcm_legacy(srv, key).single_device_data_message(registration_id=old, data_message={"n": "pyfcm-old"})
     assert answer["success"] == 1 and answer["canonical_ids"] == 1, answer
     assert answer["results"][0]["registration_id"] == new, answer
-    answer = legacy(srv, key).single_device_data_message(registration_id=new, data_message={"n": "pyfcm-new"})
+    answer = pyfcm_legacy(srv, key).single_device_data_message(registration_id=new, data_message={"n": "pyfcm-new"})
     assert answer["success"] == 1 and answer["canonical_ids"] == 0, answer
     assert "registration_id" not in answer["results"][0], answer
 
@@ -101,7 +94,7 @@ def test_an_old_token_reaches_the_app_and_every_answer_names_the_new_one(start_s
     c.close()
     srv.stop()
     srv = start_server(base=base)
-    answer = legacy(srv, key).single_device_data_message(registration_id=old, data_message={"n": "after"})
+    answer = pyfcm_legacy(srv, key).single_device_data_message(registration_id=old, data_message={"n": "after"})
     assert answer["canonical_ids"] == 1 and answer["results"][0]["registration_id"] == new, answer
     status, record = http_json("GET", f"{srv.http_base}/emulator/v1/devices/{quote_token(old)}")
     assert status == 200 and record["canonical_token"] == new and record["queued"] == 1, record

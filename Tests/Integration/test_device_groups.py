@@ -14,6 +14,7 @@ import requests
 from pyfcm import FCMNotification
 
 from ccs_support import XmppConn, get_device, http_json, new_key, new_sender_id, register_device
+from ccs_support.fcm_http import pyfcm_legacy
 
 APP = "com.example.groups"
 OTHER_APP = "com.example.groups.other"
@@ -70,9 +71,7 @@ def legacy_send(server, body: dict, key: str = "key=AIzaSy-groups"):
 
 
 def pyfcm(server) -> FCMNotification:
-    push = FCMNotification(api_key="AIzaSy-groups")
-    push.FCM_END_POINT = f"{server.http_base}/fcm/send"
-    return push
+    return pyfcm_legacy(server, "AIzaSy-groups")
 
 
 def uninstall(server, token: str) -> None:

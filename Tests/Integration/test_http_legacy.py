@@ -7,18 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from pyfcm import FCMNotification
 from pyfcm.errors import AuthenticationError
 
 from ccs_support import get_device, http_json, new_sender_id, register_device
-from ccs_support.fcm_http import raw
+from ccs_support.fcm_http import pyfcm_legacy, raw
 
 
-def pyfcm(server, key: str = "AIzaSy-legacy-key") -> FCMNotification:
-    push = FCMNotification(api_key=key)
-    # An instance attribute: the class keeps Google's URL for anyone else.
-    push.FCM_END_POINT = f"{server.http_base}/fcm/send"
-    return push
+pyfcm = pyfcm_legacy
 
 
 def test_pyfcm_sends_to_one_token_and_the_device_gets_it(server, devices):

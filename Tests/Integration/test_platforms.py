@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import pytest
 import requests
-from pyfcm import FCMNotification
 
 from ccs_support import get_device, new_key, new_sender_id, register_device
-from ccs_support.fcm_http import access_token, credentials_file, run_firebase
+from ccs_support.fcm_http import access_token, credentials_file, pyfcm_legacy, run_firebase
 from ccs_support.images import ImageServer
 
 
@@ -252,8 +251,7 @@ def test_legacy_and_ccs_notifications_render_the_same_aps_as_v1(server, xmpp, tm
     ccs_dev = register_device(server.http_base, "com.example.ios", [sender], platform="ios")["token"]
     v1_dev = register_device(server.http_base, "com.example.ios", [sender], platform="ios")["token"]
 
-    push = FCMNotification(api_key=key)
-    push.FCM_END_POINT = f"{server.http_base}/fcm/send"
+    push = pyfcm_legacy(server, key)
     answer = push.notify_single_device(registration_id=legacy_dev, message_title="Goal", message_body="3-1",
                                        sound="default", badge=2, click_action="SCORE", data_message={"match": "42"},
                                        extra_notification_kwargs={"subtitle": "Final"}, content_available=True)

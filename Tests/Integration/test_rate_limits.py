@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 
-from pyfcm import FCMNotification
 
 from ccs_support import http_json, new_key, new_sender_id, register_device, run_aiofcm
-from ccs_support.fcm_http import access_token, credentials_file, raw, run_firebase
+from ccs_support.fcm_http import access_token, credentials_file, pyfcm_legacy, raw, run_firebase
 from ccs_support.semantics import advance, queued_app_ids
 
 
@@ -34,8 +33,7 @@ def test_every_api_answers_the_device_limit_and_the_clock_refills_it(start_serve
     assert responses[2]["description"] == "Downstream message rate exceeded for this registration id", responses[2]
 
     # Legacy HTTP: a per-result error in request order; the other device is not affected.
-    push = FCMNotification(api_key=key)
-    push.FCM_END_POINT = f"{srv.http_base}/fcm/send"
+    push = pyfcm_legacy(srv, key)
     answer = push.notify_multiple_devices(registration_ids=[token, other], data_message={"via": "legacy"})
     assert answer["success"] == 1 and answer["failure"] == 1, answer
     assert answer["results"][0] == {"error": "DeviceMessageRateExceeded"}, answer
@@ -116,8 +114,7 @@ def test_the_v1_project_quota_counts_a_projects_messages_and_the_clock_refills_i
     assert json.loads(body)["error"]["details"][0]["errorCode"] == "QUOTA_EXCEEDED", body
     # Another project has its own quota; the legacy API has none.
     assert v1(other, foreign)[0] == 200
-    push = FCMNotification(api_key=new_key())
-    push.FCM_END_POINT = f"{srv.http_base}/fcm/send"
+    push = pyfcm_legacy(srv, new_key())
     assert push.single_device_data_message(registration_id=tokens[2], data_message={"via": "legacy"})["success"] == 1
     advance(srv.http_base, 30)
     assert v1(sender, tokens[2])[0] == 200

@@ -5,20 +5,17 @@ middle of a fan-out to 10,000 offline subscribers."""
 
 from __future__ import annotations
 
-import json
 
 import requests
 from pyfcm import FCMNotification
 
 from ccs_support import EmulatorServer, get_device, http_json, new_key, new_sender_id, register_device
-from ccs_support.fcm_http import credentials_file, google_style_credentials, run_firebase
-from ccs_support.xmpp import gcm_stanza
+from ccs_support.fcm_http import credentials_file, google_style_credentials, pyfcm_legacy, run_firebase
 
 
 def pyfcm(server, key: str) -> FCMNotification:
-    push = FCMNotification(api_key=key)
-    # Instance attributes, as the legacy tests do: the class keeps Google's URLs.
-    push.FCM_END_POINT = f"{server.http_base}/fcm/send"
+    push = pyfcm_legacy(server, key)
+    # An instance attribute too, as for the send URL: the class keeps Google's.
     push.INFO_END_POINT = f"{server.http_base}/iid/info/"
     return push
 

@@ -12,7 +12,6 @@ import os
 import queue
 import ssl
 import threading
-import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import http_ece
@@ -88,6 +87,19 @@ class Browser:
         return json.loads(plain)
 
 
+def register_web(srv, sender: str, subscription: dict) -> tuple[int, dict]:
+    """A web app's registration with its browser's push subscription (the admin API's answer)."""
+    return http_json("POST", f"{srv.http_base}/emulator/v1/devices",
+                     {"app": "https://app.example", "senders": [sender], "platform": "web", "subscription": subscription})
+
+
+def legacy_send(srv, key: str, body: dict) -> dict:
+    status, _, text = raw("POST", f"{srv.http_base}/fcm/send", json.dumps(body),
+                          {"Authorization": f"key={key}", "Content-Type": "application/json"})
+    assert status == 200, text
+    return json.loads(text)
+
+
 def check_vapid(request: dict, endpoint_origin: str, vapid_key: str) -> None:
     scheme, _, rest = request["headers"]["authorization"].partition(" ")
     assert scheme == "vapid", request["headers"]
@@ -111,17 +123,12 @@ def test_messages_go_to_the_push_service_encrypted_signed_and_its_answers_count(
         sender, key = new_sender_id(), new_key()
         origin = f"http://127.0.0.1:{push.port}"
         browser = Browser(f"{origin}/push/device-1")
-        status, device = http_json("POST", f"{srv.http_base}/emulator/v1/devices",
-                                   {"app": "https://app.example", "senders": [sender], "platform": "web",
-                                    "subscription": browser.subscription})
+        status, device = register_web(srv, sender, browser.subscription)
         assert status == 201, device
         token = device["token"]
 
         def legacy(body: dict) -> dict:
-            status, _, text = raw("POST", f"{srv.http_base}/fcm/send", json.dumps(body),
-                                  {"Authorization": f"key={key}", "Content-Type": "application/json"})
-            assert status == 200, text
-            return json.loads(text)
+            return legacy_send(srv, key, body)
 
         # 201: delivered; the headers say the message's TTL, urgency and collapse key.
         answer = legacy({"to": token, "data": {"k": "v"}, "notification": {"title": "Hi"}, "priority": "high",
@@ -190,13 +197,9 @@ def test_an_https_push_service_with_its_own_certificate(start_server, tmp_path):
         srv = start_server(extra_args=["--web-push", "on", "--web-push-ca", cert])
         sender = new_sender_id()
         browser = Browser(f"https://127.0.0.1:{push.port}/push/tls")
-        status, device = http_json("POST", f"{srv.http_base}/emulator/v1/devices",
-                                   {"app": "https://app.example", "senders": [sender], "platform": "web",
-                                    "subscription": browser.subscription})
+        status, device = register_web(srv, sender, browser.subscription)
         assert status == 201, device
-        status, _, text = raw("POST", f"{srv.http_base}/fcm/send", json.dumps({"to": device["token"], "data": {"over": "tls"}}),
-                              {"Authorization": f"key={new_key()}", "Content-Type": "application/json"})
-        assert status == 200 and json.loads(text)["success"] == 1, text
+        assert legacy_send(srv, new_key(), {"to": device["token"], "data": {"over": "tls"}})["success"] == 1
         request = push.next()
         assert request["status"] == 201 and browser.read(request)["data"] == {"over": "tls"}, request
     finally:
@@ -211,19 +214,12 @@ def test_off_by_default_and_fcm_endpoints_stay_on_the_device_channel(server, sta
     srv = start_server(extra_args=["--web-push", "on"])
     sender = new_sender_id()
     browser = Browser("https://fcm.googleapis.com/fcm/send/abc")
-    status, device = http_json("POST", f"{srv.http_base}/emulator/v1/devices",
-                               {"app": "https://app.example", "senders": [sender], "platform": "web",
-                                "subscription": browser.subscription})
+    status, device = register_web(srv, sender, browser.subscription)
     assert status == 201, device
-    status, _, text = raw("POST", f"{srv.http_base}/fcm/send", json.dumps({"to": device["token"], "data": {"a": "b"}}),
-                          {"Authorization": f"key={new_key()}", "Content-Type": "application/json"})
-    assert status == 200 and json.loads(text)["success"] == 1, text
+    assert legacy_send(srv, new_key(), {"to": device["token"], "data": {"a": "b"}})["success"] == 1
     status, record = http_json("GET", f"{srv.http_base}/emulator/v1/devices/{quote_token(device['token'])}")
     assert [m["app_message_id"] for m in record["queue"]] != [] and record["online"] is False, record
     # A plain-http endpoint is accepted only on loopback (a push service of one's own on this machine).
     elsewhere = Browser("http://push.example/abc").subscription
-    status, body = http_json("POST", f"{srv.http_base}/emulator/v1/devices",
-                             {"app": "https://app.example", "senders": [sender], "platform": "web",
-                              "subscription": elsewhere})
+    status, body = register_web(srv, sender, elsewhere)
     assert status == 400 and "subscription.endpoint" in json.dumps(body), (status, body)
-    assert urllib.parse.urlparse(browser.subscription["endpoint"]).scheme == "https"

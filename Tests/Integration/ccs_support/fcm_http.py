@@ -51,6 +51,16 @@ def credentials_file(server, project: str, out: Path) -> dict:
     return json.loads(out.read_text())
 
 
+def pyfcm_legacy(server, key: str = "AIzaSy-legacy-key"):
+    """pyfcm 1.x pointed at the emulator's /fcm/send the way its source allows: an instance attribute
+    (the class keeps Google's URL for anyone else)."""
+    from pyfcm import FCMNotification
+
+    push = FCMNotification(api_key=key)
+    push.FCM_END_POINT = f"{server.http_base}/fcm/send"
+    return push
+
+
 def google_style_credentials(server, project: str, out: Path) -> dict:
     """`ccs-emulator credentials --google-token-uri`: a file that keeps Google's token_uri, for proxy
     mode (the unmodified client reaches the emulator through HTTPS_PROXY alone); returns the file."""
