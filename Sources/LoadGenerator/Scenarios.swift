@@ -268,6 +268,26 @@ public final class BenchRunner: Sendable {
         return result
     }
 
+    /// Opens `connections` idle authenticated app-server connections on the CCS port (all of the
+    /// target's sender: the server's per-sender limit, `serve --max-connections`, must allow them).
+    public func idleAppServerConnections(ccs target: CCSTarget) async throws -> BenchResult {
+        var result = makeResult("connections", server: "ccs-emulator CCS port at \(target.host):\(target.ccsPort)")
+        let tls = try Self.clientContext(caPEM: target.caPEM)
+        let isAddress = (try? SocketAddress(ipAddress: target.host, port: 0)) != nil
+        let figures = try await measureConnections(count: options.connections) { i, loop, recorder in
+            let login = XMPPLogin(domain: "gcm.googleapis.com", user: "\(target.senderID)@gcm.googleapis.com",
+                                  password: target.serverKey)
+            return try await self.connect(host: target.host, port: target.ccsPort, tls: tls,
+                                          serverHostname: isAddress ? nil : target.host, loop: loop) { promise in
+                AppServerConnection(login: login, recorder: recorder, established: promise, index: i, sending: nil,
+                                    payloadBytes: 0)
+            }
+        }
+        result.connectionFigures = figures
+        try await hold()
+        return result
+    }
+
     public func idleConnections(xmpp target: XMPPTarget) async throws -> BenchResult {
         var result = makeResult("connections", server: "XMPP \(target.domain) at \(target.host):\(target.port) (\(target.tls.rawValue) TLS)")
         let tls = try Self.insecureClientContext()

@@ -3,17 +3,17 @@ import Glibc
 #endif
 @_spi(CustomByteBufferAllocator) import NIOCore
 
-/// The byte-buffer allocator of the XMPP listeners' connections: a buffer of 16 KiB or more gets
-/// pages of its own (`mmap`), the rest comes from `malloc` as usual.
-///
-/// Only a buffer *allocated* at that size is mapped (NIOSSL's two, made when its handler is added);
-/// a buffer that grows past it stays where it started (see `reallocate`).
+/// The allocator NIOSSL's handler takes its two per-connection buffers from (the XMPP listeners set
+/// it as the channel's allocator only while that handler is added): a buffer of 16 KiB or more gets
+/// pages of its own (`mmap`), a smaller one comes from `malloc` as usual.
 ///
 /// Why: NIOSSL gives every connection a 32 KiB read buffer and a 16 KiB write buffer for as long
-/// as it lives, and an idle device uses the first few hundred bytes of each. Taken from malloc's
-/// heap, those buffers sit on pages that earlier, freed allocations (TLS handshakes) already made
-/// resident, so each idle connection kept about 48 KiB of resident memory it never touches. With
-/// pages of their own, only the pages a buffer has written are resident.
+/// as it lives, and an idle connection writes the first few hundred bytes of each. Taken from
+/// malloc's heap, those buffers sat on pages that earlier, freed allocations (TLS handshakes) had
+/// already made resident. With pages of their own, only the pages a buffer has written are resident.
+///
+/// A buffer keeps its kind when it grows (see `reallocate`), so a heap buffer never turns into a
+/// mapping made and unmapped per use.
 ///
 /// Every block starts with a 16-byte header (the kind of memory and, for a mapping, its length),
 /// so `free`, `realloc` and `munmap` know what they hold; buffers stay 16-byte aligned.

@@ -13,25 +13,24 @@ public enum XMPPListener {
                             role: ConnectionRole, engine: Engine, configuration: XMPPServerConfiguration,
                             logger: Logger, mailboxes: LoopMailboxes? = nil) async throws -> any Channel {
         let mailboxes = mailboxes ?? LoopMailboxes(group: group)
-        // A device's traffic is a stanza now and then; an app server's comes in bursts.
-        let readMaximum = role == .device ? 8192 : 65536
-        var bootstrap = ServerBootstrap(group: group)
+        return try await ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 1024)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             // Reads start small (an idle device's traffic is a TLS record of ~100 bytes) and grow
             // with the traffic: the buffer a connection keeps between reads is its own memory.
             .childChannelOption(ChannelOptions.recvAllocator,
-                                value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: readMaximum))
-        if role == .device {
-            // NIOSSL's per-connection buffers on pages of their own (see PageBackedAllocator); a
-            // device's reads stay below its threshold, so only those two buffers are mapped.
-            bootstrap = bootstrap.childChannelOption(ChannelOptions.allocator, value: PageBackedAllocator.allocator)
-        }
-        return try await bootstrap
+                                value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    // NIOSSL allocates its two per-connection buffers when its handler is added, from
+                    // the channel's allocator: for that moment only, the allocator that gives them
+                    // pages of their own (see PageBackedAllocator); every other buffer, reads
+                    // included, comes from the heap as before.
+                    let options = channel.syncOptions
+                    try options?.setOption(ChannelOptions.allocator, value: PageBackedAllocator.allocator)
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                    try options?.setOption(ChannelOptions.allocator, value: ByteBufferAllocator())
                     try channel.pipeline.syncOperations.addHandler(
                         XMPPConnectionHandler(role: role, engine: engine, configuration: configuration, logger: logger,
                                               mailbox: mailboxes.mailbox(for: channel.eventLoop)))

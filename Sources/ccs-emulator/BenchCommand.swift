@@ -310,7 +310,7 @@ struct BenchUpstream: AsyncParsableCommand {
 struct BenchConnections: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "connections",
-        abstract: "Opens --connections idle authenticated TLS device connections; reports the server's RSS per connection and the connect rate.",
+        abstract: "Opens --connections idle authenticated TLS device connections (or app-server connections with --app-servers); reports the server's RSS per connection and the connect rate.",
         discussion: """
             The emulator's --server is its HTTP base URL (default http://127.0.0.1:8080). With --xmpp the \
             connections are XMPP client sessions to --server HOST:PORT (default 127.0.0.1:5222; accounts \
@@ -322,6 +322,8 @@ struct BenchConnections: AsyncParsableCommand {
     var duration: Double = 10
     @Flag(help: "Connect to a standard XMPP server (--server HOST:PORT, see the XMPP options) instead of the emulator's device channel.")
     var xmpp = false
+    @Flag(help: "Open idle app-server connections on the emulator's CCS port (one sender ID; the server's --max-connections must allow them) instead of device connections.")
+    var appServers = false
     @Option(help: "The server: the emulator's HTTP base URL, or HOST:PORT with --xmpp.")
     var server: String?
     @Flag(help: "Start an emulator inside this process (port 0, a temporary data dir, durable SQLite as shipped). Server CPU and RSS then include the generator.")
@@ -337,6 +339,7 @@ struct BenchConnections: AsyncParsableCommand {
         try requirePositive(connections, "--connections")
         if duration < 0 { throw ValidationError("--duration must be ≥ 0") }
         if xmpp && embedded { throw ValidationError("--embedded starts an emulator; it does not go with --xmpp") }
+        if xmpp && appServers { throw ValidationError("--app-servers opens the emulator's CCS connections; it does not go with --xmpp") }
         if let s = senderID, s.isEmpty || !s.allSatisfy({ $0.isASCII && $0.isNumber }) {
             throw ValidationError("--sender-id must be numeric")
         }
@@ -351,8 +354,9 @@ struct BenchConnections: AsyncParsableCommand {
         } else {
             let ccs = CCSServerChoice(server: server ?? "http://127.0.0.1:8080", embedded: embedded,
                                       senderID: senderID, serverKey: serverKey)
+            let appServers = self.appServers
             try await runCCS(options, json: generator.json, ccs) { runner, target in
-                try await runner.idleConnections(ccs: target)
+                appServers ? try await runner.idleAppServerConnections(ccs: target) : try await runner.idleConnections(ccs: target)
             }
         }
     }

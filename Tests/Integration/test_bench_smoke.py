@@ -87,6 +87,14 @@ def test_idle_connections():
     assert "server_rss_per_connection_bytes" in f
 
 
+def test_idle_app_server_connections():
+    # Each connection counts as open only once its CCS session is established (SASL, bind).
+    r = bench("connections", "--app-servers", "--embedded", "--connections", "20", "--duration", "0")
+    f = r["connections_result"]
+    assert f["requested"] == 20 and f["connected"] == 20 and f["failed"] == 0, r
+    assert "CCS port" in r["server"], r
+
+
 def test_unreachable_server_fails_cleanly():
     proc = subprocess.run([emulator_bin(), "bench", "downstream", "--server", "http://127.0.0.1:1",
                            "--messages", "1", "--json"], capture_output=True, timeout=RUN_TIMEOUT)
