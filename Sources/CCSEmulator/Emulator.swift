@@ -82,6 +82,8 @@ public struct EmulatorConfiguration: Sendable {
     public var deviceMessageRate: MessageRate?
     /// HTTP v1's per-project quota (`--project-message-rate`); nil: off.
     public var projectMessageRate: MessageRate?
+    /// A limit on one sender's messages to one topic (`serve --topic-message-rate`); nil: none.
+    public var topicMessageRate: MessageRate?
     /// Web Push delivery to web devices' push services (`--web-push on`); not with a shared store.
     public var webPush = false
     /// PEM certificates trusted for https push services besides the system's (`--web-push-ca`).
@@ -251,6 +253,7 @@ public final class Emulator: Sendable {
         engineConfiguration.auditEnabled = config.audit
         engineConfiguration.deviceMessageRate = config.deviceMessageRate
         engineConfiguration.projectMessageRate = config.projectMessageRate
+        engineConfiguration.topicMessageRate = config.topicMessageRate
         let journal = config.journal ? try openJournal(path: dataDir + "/journal.sqlite", config: config, logger: logger) : nil
         let prometheus = PrometheusMetrics()
         let engine = try Engine(committer: committer, clock: clock, configuration: engineConfiguration, journal: journal,

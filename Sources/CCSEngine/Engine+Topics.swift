@@ -179,8 +179,20 @@ extension Engine {
             preconditionFailure("fanOut is for topics and conditions")
         }
         let now = clock.nowMillis()
-        enum Plan { case dryRun(Int64), live([Send], Int64), committing }
+        enum Plan { case dryRun(Int64), live([Send], Int64), committing, overRate(topic: String, retryAfterMillis: Int64) }
         let plan = state.withLock { s -> Plan in
+            if !message.dryRun, s.topicRates != nil {
+                // A sender's messages to a topic are counted per topic; a condition's count against
+                // each topic it names, all or none (a dry run goes nowhere and counts nothing).
+                let topics: [String], named: String
+                switch who {
+                case .topic(let name): (topics, named) = ([name], name)
+                case .condition(let condition): (topics, named) = (condition.topics, condition.source)
+                }
+                if let wait = s.topicRates!.admit(topics.map { senderID + "/" + $0 }, now: now) {
+                    return .overRate(topic: named, retryAfterMillis: wait)
+                }
+            }
             let micros = nextMicros(&s)
             if message.dryRun { return .dryRun(micros) }
             // The audience as of now: the store reads a topic's subscribers in the same order of
@@ -232,6 +244,8 @@ extension Engine {
         }
         switch plan {
         case .committing: break // the commit answers
+        case .overRate(let topic, let wait):
+            completion([.refused(.topicsMessageRateExceeded(topic: topic, retryAfterMillis: wait))])
         case .dryRun(let micros): completion([.fannedOut(messageID: micros)])
         case .live(let sends, let micros):
             perform(sends)

@@ -65,6 +65,8 @@ public final class Engine: Sendable {
         public var deviceMessageRate: MessageRate? = nil
         /// FCM's per-project quota for HTTP v1 (kept by the v1 front end, which meters it); nil: none.
         public var projectMessageRate: MessageRate? = nil
+        /// A limit on the messages one sender sends to one topic; nil: none (the default).
+        public var topicMessageRate: MessageRate? = nil
 
         public init(authMode: AuthMode = .permissive, configuredSenders: [String: String] = [:],
                     maxSendersPerDevice: Int = 100, maxCollapseKeys: Int = 4, maxStoredNonCollapsible: Int = 100,
@@ -237,6 +239,8 @@ public final class Engine: Sendable {
         var writtenOffers = RecentMap<String>(capacity: Engine.writtenOffersKept)
         /// Messages counted against each device's rate limit (nil: `--device-message-rate` is off).
         var deviceRates: RateLimiter? = nil
+        /// Messages counted against each sender's topics (nil: `--topic-message-rate` is off).
+        var topicRates: RateLimiter? = nil
         /// A refreshed token → the token of its installation (the key of `devices`, queues and links).
         var aliases: [String: String] = [:]
 
@@ -340,6 +344,7 @@ public final class Engine: Sendable {
         s.groups = DeviceGroupRegistry(try committer.store.loadDeviceGroups())
         s.lastMicros = try committer.store.largestMessageMicros()
         s.deviceRates = configuration.deviceMessageRate.map(RateLimiter.init(rate:))
+        s.topicRates = configuration.topicMessageRate.map(RateLimiter.init(rate:))
         // In a cluster, upstream messages and receipts are taken from the store when an app server
         // connects (`ClusterCoordinator.claimOutbound`): another node may be sending them now.
         for record in cluster == nil ? try committer.store.loadOutbound() : [] {

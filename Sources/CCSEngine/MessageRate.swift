@@ -1,7 +1,8 @@
 /// A limit on messages as FCM states its limits, a set of windows, each a limit per period ("these
 /// minutes are not aligned to the clock"): the messages one device may be sent (`serve
-/// --device-message-rate`; FCM: 240 a minute and 5,000 an hour on Android) and those one project may
-/// send over HTTP v1 (`--project-message-rate`; FCM: 600,000 a minute). Both off unless given
+/// --device-message-rate`; FCM: 240 a minute and 5,000 an hour on Android), those one project may
+/// send over HTTP v1 (`--project-message-rate`; FCM: 600,000 a minute), and those one sender may send
+/// to one topic (`--topic-message-rate`; FCM publishes no number). All off unless given
 /// (docs/semantics.md, "Rate limits").
 public struct MessageRate: Sendable, Equatable, CustomStringConvertible {
     public struct Window: Sendable, Equatable {
@@ -33,11 +34,12 @@ public struct MessageRate: Sendable, Equatable, CustomStringConvertible {
 
     public init(windows: [Window]) { self.windows = windows }
 
-    /// `fcm` (the limit `fcm` names), or windows separated by commas, each `LIMIT/PERIOD` with PERIOD a
-    /// unit (`s`, `min`, `h`, `d`) with an optional count before it: `240/min,5000/h`, `3/10s`. Nil for
-    /// anything else.
-    public init?(parsing text: String, fcm: MessageRate = .fcm) {
+    /// `fcm` (the limit `fcm` names, where FCM publishes one), or windows separated by commas, each
+    /// `LIMIT/PERIOD` with PERIOD a unit (`s`, `min`, `h`, `d`) with an optional count before it:
+    /// `240/min,5000/h`, `3/10s`. Nil for anything else.
+    public init?(parsing text: String, fcm: MessageRate? = .fcm) {
         if text == "fcm" {
+            guard let fcm else { return nil }
             self = fcm
             return
         }
@@ -78,7 +80,7 @@ public struct MessageRate: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// One token bucket per window and key (a device, a project): a window of L messages per P ms holds
+/// One token bucket per window and key (a device, a project, a sender's topic): a window of L messages per P ms holds
 /// up to L·P units, gains L units a millisecond and a message costs P (whole numbers: no drift, and a
 /// virtual clock advanced by P refills it exactly). Kept in memory only: a restart starts afresh.
 public struct RateLimiter: Sendable {
@@ -98,21 +100,32 @@ public struct RateLimiter: Sendable {
     /// Takes one message for `key` at `now`: nil when every window has room (the message is counted),
     /// else the milliseconds until every window will (nothing is counted).
     public mutating func admit(_ key: String, now: Int64) -> Int64? {
+        admit([key], now: now)
+    }
+
+    /// Takes one message for each of `keys` (a condition's topics) at `now`, all or none: nil when
+    /// every key's windows have room (each is counted once), else the milliseconds until all of them
+    /// will (nothing is counted).
+    public mutating func admit(_ keys: [String], now: Int64) -> Int64? {
         admitsSincePrune += 1
         if admitsSincePrune >= Self.pruneEvery { prune(now: now) }
-        var entry = refilled(levels[key], now: now)
+        var entries: [(String, Levels)] = []
         var wait: Int64 = 0
-        for (i, window) in rate.windows.enumerated() where entry.units[i] < window.periodMillis {
-            let missing = window.periodMillis - entry.units[i]
-            wait = max(wait, (missing + Int64(window.limit) - 1) / Int64(window.limit))
+        for key in keys where !entries.contains(where: { $0.0 == key }) {
+            let entry = refilled(levels[key], now: now)
+            for (i, window) in rate.windows.enumerated() where entry.units[i] < window.periodMillis {
+                let missing = window.periodMillis - entry.units[i]
+                wait = max(wait, (missing + Int64(window.limit) - 1) / Int64(window.limit))
+            }
+            entries.append((key, entry))
         }
-        if wait > 0 {
+        for (key, var entry) in entries {
+            if wait == 0 {
+                for (i, window) in rate.windows.enumerated() { entry.units[i] -= window.periodMillis }
+            }
             levels[key] = entry
-            return wait
         }
-        for (i, window) in rate.windows.enumerated() { entry.units[i] -= window.periodMillis }
-        levels[key] = entry
-        return nil
+        return wait > 0 ? wait : nil
     }
 
     private func refilled(_ entry: Levels?, now: Int64) -> Levels {

@@ -204,6 +204,7 @@ extension FCMHTTPAPI {
         case .groupNotFound: return "NotRegistered"
         case .messageTooBig: return "MessageTooBig"
         case .deviceMessageRateExceeded: return "DeviceMessageRateExceeded"
+        case .topicsMessageRateExceeded: return "TopicsMessageRateExceeded"
         case .unavailable: return "Unavailable"
         }
     }

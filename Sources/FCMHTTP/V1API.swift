@@ -122,7 +122,7 @@ extension FCMHTTPAPI {
         case .messageTooBig(_, let bytes):
             return .invalidArgument("Message is too big: after translation for the iOS device its APNs payload is \(bytes) bytes, the limit is \(APNsNotification.maximumPayloadBytes)",
                                     field: "message", description: "message is too big")
-        case .deviceMessageRateExceeded(_, let millis):
+        case .deviceMessageRateExceeded(_, let millis), .topicsMessageRateExceeded(_, let millis):
             return .quotaExceeded(retryAfterMillis: millis)
         case .unavailable:
             return .unavailable(retryAfter: 1)

@@ -183,6 +183,7 @@ public struct AdminAPI: Sendable {
             "devices": .int(Int64(engine.deviceCount)),
             "device_message_rate": engine.configuration.deviceMessageRate.map { .string($0.description) } ?? .null,
             "project_message_rate": engine.configuration.projectMessageRate.map { .string($0.description) } ?? .null,
+            "topic_message_rate": engine.configuration.topicMessageRate.map { .string($0.description) } ?? .null,
             "web_push": i.vapidPublicKey.map { .object(["vapid_public_key": .string($0)]) } ?? .null,
         ]))
     }

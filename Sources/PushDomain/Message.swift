@@ -114,6 +114,10 @@ public enum SendError: Error, Sendable, Equatable {
     /// Too many messages to this device in a window of `serve --device-message-rate` (FCM's per-device
     /// limit); `retryAfterMillis`: until every window has room again.
     case deviceMessageRateExceeded(token: String, retryAfterMillis: Int64)
+    /// Too many messages from this sender to this topic (for a condition, whose `topic` is the
+    /// condition: to one of its topics) in a window of `serve --topic-message-rate`;
+    /// `retryAfterMillis`: until every window has room again.
+    case topicsMessageRateExceeded(topic: String, retryAfterMillis: Int64)
     /// The store could not take the message (a full disk, an unwritable or failing database): retry
     /// with backoff; service resumes by itself once the store takes writes again.
     case unavailable

@@ -28,6 +28,9 @@ extension Nack {
         case .deviceMessageRateExceeded:
             self.init(messageID: messageID, from: from, code: .deviceMessageRateExceeded,
                       description: NackCode.deviceMessageRateExceeded.defaultDescription)
+        case .topicsMessageRateExceeded:
+            self.init(messageID: messageID, from: from, code: .topicsMessageRateExceeded,
+                      description: NackCode.topicsMessageRateExceeded.defaultDescription)
         case .unavailable:
             self.init(messageID: messageID, from: from, code: .serviceUnavailable,
                       description: "Service unavailable: the message could not be stored; retry with exponential backoff")

@@ -138,6 +138,8 @@ struct Serve: AsyncParsableCommand {
     var deviceMessageRate = "off"
     @Option(help: ArgumentHelp("HTTP v1's per-project quota: off, fcm (600000/min, as FCM documents it), or windows such as 10/min. A v1 message over it is answered 429 QUOTA_EXCEEDED with Retry-After.", valueName: "limit"))
     var projectMessageRate = "off"
+    @Option(help: ArgumentHelp("A limit on the messages one sender sends to one topic: off, or windows such as 10/min,100/h (FCM publishes no number). A topic message over it is refused: TOPICS_MESSAGE_RATE_EXCEEDED (CCS), TopicsMessageRateExceeded (legacy HTTP), 429 QUOTA_EXCEEDED with Retry-After (HTTP v1); a condition counts against each of its topics.", valueName: "limit"))
+    var topicMessageRate = "off"
     @Option(help: "on: web devices whose subscription endpoint is a push service get their messages by Web Push (encrypted, VAPID-signed POSTs to the endpoint; docs/platforms.md) instead of the device channel; off: over the device channel.")
     var webPush: Switch = .off
     @Option(help: ArgumentHelp("With --web-push on: PEM certificates to trust for https push services besides the system's (a push service of your own with a private CA).", valueName: "file"))
@@ -197,6 +199,9 @@ struct Serve: AsyncParsableCommand {
         where value != "off" && MessageRate(parsing: value) == nil {
             throw ValidationError("\(option): off, fcm, or up to 4 windows LIMIT/PERIOD separated by commas (LIMIT 1 to 1000000; PERIOD s, min, h or d, with an optional count such as 10s; 1 second to 1 day)")
         }
+        if topicMessageRate != "off" && MessageRate(parsing: topicMessageRate, fcm: nil) == nil {
+            throw ValidationError("--topic-message-rate: off, or up to 4 windows LIMIT/PERIOD separated by commas (LIMIT 1 to 1000000; PERIOD s, min, h or d, with an optional count such as 10s; 1 second to 1 day; FCM publishes no number, so there is no fcm preset)")
+        }
     }
 
     func run() async throws {
@@ -238,6 +243,7 @@ struct Serve: AsyncParsableCommand {
         c.webPushCAPath = webPushCa
         c.deviceMessageRate = deviceMessageRate == "off" ? nil : MessageRate(parsing: deviceMessageRate)
         c.projectMessageRate = projectMessageRate == "off" ? nil : MessageRate(parsing: projectMessageRate, fcm: .fcmProject)
+        c.topicMessageRate = topicMessageRate == "off" ? nil : MessageRate(parsing: topicMessageRate, fcm: nil)
         c.journal = journal == .on
         c.importDirectory = importDirectory
         c.exportOnExitDirectory = exportOnExit

@@ -88,3 +88,59 @@ import Testing
         for i in 0..<300 { #expect(await h.send(data("m\(i)", to: device.token) { $0.timeToLive = 0 }) == .ack(from: device.token)) }
     }
 }
+
+@Suite struct TopicMessageRateTests {
+    func send(_ h: Harness, _ target: Target, _ id: String, sender: String = "111", dryRun: Bool = false) async -> SendResult {
+        var message = Message(messageID: id, data: ["k": "v"])
+        message.dryRun = dryRun
+        return await withCheckedContinuation { c in
+            h.engine.send(SendRequest(sender: sender, target: target, message: message)) { c.resume(returning: $0[0]) }
+        }
+    }
+
+    func isFannedOut(_ result: SendResult) -> Bool {
+        if case .fannedOut = result { true } else { false }
+    }
+
+    @Test func thereIsNoFCMPresetForTopics() {
+        #expect(MessageRate(parsing: "fcm", fcm: nil) == nil)
+        #expect(MessageRate(parsing: "2/min", fcm: nil)?.description == "2/min")
+    }
+
+    @Test func severalKeysAreAdmittedAllOrNone() throws {
+        var limiter = RateLimiter(rate: try #require(MessageRate(parsing: "2/min")))
+        #expect(limiter.admit(["a"], now: 0) == nil)
+        #expect(limiter.admit(["a"], now: 0) == nil)
+        // "a" is spent: neither is counted, and "b" still has both of its messages.
+        #expect(limiter.admit(["b", "a"], now: 0) == 30_000)
+        #expect(limiter.admit(["b"], now: 0) == nil)
+        #expect(limiter.admit(["b"], now: 0) == nil)
+        #expect(limiter.admit(["b"], now: 0) == 30_000)
+        // A key named twice is counted once.
+        #expect(limiter.admit(["c", "c"], now: 0) == nil)
+        #expect(limiter.admit(["c"], now: 0) == nil)
+    }
+
+    @Test func aSendersTopicIsRefusedOverTheLimitAndConditionsCountEachTopic() async throws {
+        var configuration = Engine.Configuration()
+        configuration.topicMessageRate = MessageRate(parsing: "2/min", fcm: nil)
+        let h = try Harness(configuration: configuration)
+        let device = try await h.register()
+        _ = await h.engine.subscribe([TopicSubscriptionChange(token: device.token, senderID: "111")], to: "news")
+        #expect(isFannedOut(await send(h, .topic("news"), "dry", dryRun: true)))
+        #expect(isFannedOut(await send(h, .topic("news"), "m1")))
+        #expect(isFannedOut(await send(h, .condition("'news' in topics || 'sport' in topics"), "c1")))
+        #expect(await send(h, .topic("news"), "m2") == .refused(.topicsMessageRateExceeded(topic: "news", retryAfterMillis: 30_000)))
+        let condition = "'news' in topics && 'weather' in topics"
+        #expect(await send(h, .condition(condition), "c2") ==
+                .refused(.topicsMessageRateExceeded(topic: condition, retryAfterMillis: 30_000)))
+        // Another topic, and the same topic of another sender, have their own counts; the refused
+        // condition counted nothing against "weather".
+        for i in 0..<2 { #expect(isFannedOut(await send(h, .topic("weather"), "w\(i)"))) }
+        #expect(isFannedOut(await send(h, .topic("news"), "s1", sender: "222")))
+        h.clock.advance(byMillis: 30_000)
+        #expect(isFannedOut(await send(h, .topic("news"), "m3")))
+        await h.settle()
+        #expect(try h.queue(device.token).map(\.appMessageID) == ["m1", "c1", "m3"])
+    }
+}

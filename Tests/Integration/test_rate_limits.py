@@ -2,12 +2,14 @@
 answered by each API as FCM answers it, seen by unmodified clients — aiofcm over CCS
 (DEVICE_MESSAGE_RATE_EXCEEDED), pyfcm 1.x over the legacy API (DeviceMessageRateExceeded in its
 result), firebase-admin 7.x over HTTP v1 (QuotaExceededError; the raw answer is 429 with
-Retry-After) — and the count refilled by the virtual clock, never by waiting."""
+Retry-After) — and the count refilled by the virtual clock, never by waiting. Also the v1 project
+quota (--project-message-rate) and the per-topic limit (--topic-message-rate)."""
 
 from __future__ import annotations
 
 import json
 
+import requests
 
 from ccs_support import http_json, new_key, new_sender_id, register_device, run_aiofcm
 from ccs_support.fcm_http import access_token, credentials_file, pyfcm_legacy, raw, run_firebase
@@ -120,12 +122,64 @@ def test_the_v1_project_quota_counts_a_projects_messages_and_the_clock_refills_i
     assert v1(sender, tokens[2])[0] == 200
 
 
+def test_every_api_answers_the_topic_limit_and_a_condition_counts_its_topics(start_server, tmp_path):
+    srv = start_server(extra_args=["--topic-message-rate", "2/min", "--clock", "virtual"])
+    status, info = http_json("GET", f"{srv.http_base}/emulator/v1/info")
+    assert status == 200 and info["topic_message_rate"] == "2/min" and info["device_message_rate"] is None, info
+    sender, key = new_sender_id(), new_key()
+    token = register_device(srv.http_base, "com.example.topics", [sender])["token"]
+    r = requests.post(f"{srv.http_base}/iid/v1:batchAdd", json={"to": "/topics/news", "registration_tokens": [token]},
+                      headers={"Authorization": f"key={key}"}, timeout=60)
+    assert r.status_code == 200 and r.json() == {"results": [{}]}, r.text
+
+    # CCS: two messages to the topic fill its minute; the third is NACKed with the topic's code.
+    result = run_aiofcm({"host": "127.0.0.1", "port": srv.ccs_port, "sender_id": sender, "api_key": key,
+                         "sequential": True, "timeout": 30,
+                         "messages": [{"device_token": "/topics/news", "message_id": f"t{i}", "data": {"n": str(i)}}
+                                      for i in range(3)]}, srv.ca_cert, workdir=tmp_path)
+    responses = result["responses"]
+    assert [r.get("is_successful") for r in responses] == [True, True, False], result
+    assert responses[2]["status"] == "TOPICS_MESSAGE_RATE_EXCEEDED", responses[2]
+
+    # Legacy HTTP: a topic answer is {"message_id": N} or {"error": …} (status 200). pyfcm 1.x reads
+    # only the message id, so a refusal is its topic_message_id left None; the raw answer names it.
+    # A condition naming the topic is refused too; one naming only another topic goes through.
+    push = pyfcm_legacy(srv, key)
+    answer = push.notify_topic_subscribers(topic_name="news", data_message={"via": "legacy"})
+    assert answer["topic_message_id"] is None and answer["success"] == 0, answer
+    legacy = {"Authorization": f"key={key}", "Content-Type": "application/json"}
+    for body in ({"to": "/topics/news", "data": {"raw": "1"}},
+                 {"condition": "'news' in topics || 'sport' in topics", "data": {"c": "1"}}):
+        r = requests.post(f"{srv.http_base}/fcm/send", json=body, headers=legacy, timeout=30)
+        assert r.status_code == 200 and r.json() == {"error": "TopicsMessageRateExceeded"}, (body, r.status_code, r.text)
+    answer = push.topic_subscribers_data_message(condition="'sport' in topics", data_message={"c": "2"})
+    assert isinstance(answer["topic_message_id"], int), answer
+
+    # HTTP v1: 429 QUOTA_EXCEEDED with Retry-After until the topic's window has room.
+    creds = tmp_path / "sa.json"
+    credentials_file(srv, sender, creds)
+    url = f"{srv.http_base}/v1/projects/{sender}/messages:send"
+    headers = {"Authorization": f"Bearer {access_token(creds)}", "Content-Type": "application/json"}
+    status, got, body = raw("POST", url, json.dumps({"message": {"topic": "news", "data": {"via": "v1"}}}), headers)
+    assert status == 429 and got.get("retry-after") == "30", (status, got, body)
+    assert json.loads(body)["error"]["details"][0]["errorCode"] == "QUOTA_EXCEEDED", body
+    # A token send is not a topic send; time refills the topic's window.
+    status, _, body = raw("POST", url, json.dumps({"message": {"token": token, "data": {"via": "token"}}}), headers)
+    assert status == 200, (status, body)
+    advance(srv.http_base, 30)
+    status, _, body = raw("POST", url, json.dumps({"message": {"topic": "news", "data": {"via": "v1-later"}}}), headers)
+    assert status == 200, (status, body)
+    ids = queued_app_ids(srv.http_base, token)
+    assert ids[:2] == ["t0", "t1"] and len(ids) == 4, ids
+
+
 def test_off_by_default_and_a_bad_limit_stops_serve(server, tmp_path):
     from ccs_support.cli import serve_must_fail
 
     status, info = http_json("GET", f"{server.http_base}/emulator/v1/info")
     assert status == 200 and info["device_message_rate"] is None and info["project_message_rate"] is None, info
-    for option in ("--device-message-rate", "--project-message-rate"):
-        for bad in ("0/min", "3/2d", "many", "3/min,"):
+    assert info["topic_message_rate"] is None, info
+    for option in ("--device-message-rate", "--project-message-rate", "--topic-message-rate"):
+        for bad in ("0/min", "3/2d", "many", "3/min,") + (("fcm",) if option == "--topic-message-rate" else ()):
             code, stderr = serve_must_fail(tmp_path / "bad", option, bad)
             assert code != 0 and option in stderr, (option, bad, code, stderr)

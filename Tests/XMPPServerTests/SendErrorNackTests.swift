@@ -11,6 +11,13 @@ import Testing
         #expect(nack.from == "tok" && nack.messageID == "m1")
     }
 
+    @Test func aTopicRateRefusalIsTopicsMessageRateExceeded() {
+        let nack = Nack(messageID: "m2", from: "/topics/news", refusal: .topicsMessageRateExceeded(topic: "news", retryAfterMillis: 250))
+        #expect(nack.code == .topicsMessageRateExceeded)
+        #expect(nack.description == "Topics message rate exceeded")
+        #expect(nack.from == "/topics/news")
+    }
+
     @Test func aGroupNoMemberTookIsNackedForItsMostRetryableReason() {
         func code(_ errors: [SendError]) -> NackCode {
             let failed = errors.enumerated().map { (token: "t\($0.offset)", error: $0.element) }
