@@ -3,9 +3,10 @@ import Locking
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 import CCSStore
 
-/// Direct TCP links between the nodes for what they tell each other before anything is written
+/// Direct TCP links between the nodes, over TLS keyed by the listener's secret (`NodeLinkTLS`), for what they tell each other before anything is written
 /// (docs/scaling.md, "confirmed before written"): offers and confirmations, as the binary frames
 /// of `LinkFrames`. Through PostgreSQL each batch cost a transaction, a
 /// notification queue entry and a wake-up of every listening backend (about 130 µs of PostgreSQL's CPU
@@ -67,6 +68,7 @@ final class NodeLinks: Sendable {
     /// Listens on `host:port` (0: a free port); returns the port.
     func listen(host: String, port: Int) throws -> Int {
         let secret = self.secret
+        let tls = try NodeLinkTLS.listenerContext(secret: secret)
         let received: @Sendable (LinkFrames.Decoded) -> Void = { [weak self] frame in
             self?.receiver.withLock { $0.value }?.linkReceived(frame)
         }
@@ -77,6 +79,7 @@ final class NodeLinks: Sendable {
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LinkFrameDecoder()))
                     try channel.pipeline.syncOperations.addHandler(
                         IncomingLinkHandler(secret: secret, received: received, logger: logger))
@@ -126,12 +129,26 @@ final class NodeLinks: Sendable {
             return
         }
         let hello = Self.hello + endpoint.secret
+        let tls: NIOSSLContext
+        do {
+            tls = try NodeLinkTLS.linkContext(secret: endpoint.secret)
+        } catch {
+            logger.warning("linking to another node failed; its messages go through PostgreSQL",
+                           metadata: ["node": "\(link.node)", "error": "\(error)"])
+            link.failed()
+            return
+        }
         let forget: @Sendable () -> Void = { [weak self] in
             _ = self?.links.withLock { l in if l[link.node] === link { l[link.node] = nil } }
         }
         ClientBootstrap(group: link.eventLoop)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(2))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: nil))
+                }
+            }
             .connect(host: endpoint.host, port: endpoint.port)
             .whenComplete { result in
                 switch result {

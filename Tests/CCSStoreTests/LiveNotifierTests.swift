@@ -2,6 +2,7 @@ import CCSStore
 import Locking
 import NIOCore
 import NIOPosix
+import NIOSSL
 @testable import PostgresStore
 import Testing
 
@@ -52,8 +53,9 @@ import Testing
     }
 }
 
-/// The direct links between nodes: their frames read back whole, and over loopback they arrive in
-/// order, and a link that does not know the listener's secret is closed before anything it sends is taken.
+/// The direct links between nodes: their frames read back whole, and over loopback (TLS keyed by the
+/// listener's secret) they arrive in order; a link that does not know the listener's secret, as its
+/// TLS key or in its hello, is closed before anything it sends is taken.
 @Suite struct NodeLinksTests {
     final class Inbox: NodeLinkReceiver {
         let frames = Locked<[LinkFrames.Decoded]>([])
@@ -121,23 +123,46 @@ import Testing
         #expect(inbox.frames.withLock { $0 }.contains { if case .offers(let from, _) = $0 { from == "a" } else { false } })
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: [false, true])
-    func aLinkWithoutTheSecretOrWithAnOversizedFrameIsClosedAndNothingItSentIsTaken(oversized: Bool) async throws {
+    enum Intruder: CaseIterable {
+        /// TLS with the listener's secret, then a hello with another secret.
+        case wrongHello
+        /// TLS with the listener's secret, then a frame longer than a link may send.
+        case oversized
+        /// TLS keyed by another secret: the handshake fails.
+        case wrongKey
+        /// No TLS at all.
+        case plaintext
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: Intruder.allCases)
+    func aLinkWithoutTheSecretOrWithAnOversizedFrameIsClosedAndNothingItSentIsTaken(_ intruder: Intruder) async throws {
         let inbox = Inbox()
         let b = NodeLinks(group: MultiThreadedEventLoopGroup.singleton, nodeID: "b", logger: .init(label: "b")) { _ in nil }
         defer { b.close() }
         b.setReceiver(inbox)
         let port = try b.listen(host: "127.0.0.1", port: 0)
+        let key: String? = switch intruder {
+        case .wrongHello, .oversized: b.secret
+        case .wrongKey: "not-the-secret"
+        case .plaintext: nil
+        }
+        let tls = try key.map { try NodeLinkTLS.linkContext(secret: $0) }
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    if let tls { try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: nil)) }
+                }
+            }
             .connect(host: "127.0.0.1", port: port).get()
         var bytes = ByteBuffer()
-        if oversized {
+        if intruder == .oversized {
             bytes.writeInteger(UInt32.max)  // announced, never sent: nothing is buffered for it
         } else {
-            bytes.writeImmutableBuffer(LinkFrames.frame(NodeLinks.hello + "not-the-secret", allocator: channel.allocator))
+            let hello = NodeLinks.hello + (intruder == .wrongHello ? "not-the-secret" : b.secret)
+            bytes.writeImmutableBuffer(LinkFrames.frame(hello, allocator: channel.allocator))
             LinkFrames.writeConfirmations(["id-1"], to: &bytes)
         }
-        try await channel.writeAndFlush(bytes)
+        channel.writeAndFlush(bytes, promise: nil)
         try await channel.closeFuture.get()  // B closed it
         #expect(inbox.frames.withLock { $0 }.isEmpty)
     }
