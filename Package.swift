@@ -238,7 +238,7 @@ let package = Package(
             .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
         .testTarget(name: "CCSEmulatorTests", dependencies: [
-            "CCSEmulator",
+            "CCSEmulator", "ConnectProxy",
             .product(name: "X509", package: "swift-certificates"),
             .product(name: "SwiftASN1", package: "swift-asn1"),
             .product(name: "NIOCore", package: "swift-nio"),

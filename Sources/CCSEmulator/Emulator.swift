@@ -35,6 +35,8 @@ public struct EmulatorConfiguration: Sendable {
     public var dataDirectory = ".ccs-emulator"
     public var bindHost = "127.0.0.1"
     public var ccsPort = 5235
+    /// A second CCS listener, FCM's pre-production port 5236 (`--ccs-preprod-port`); nil: none.
+    public var ccsPreprodPort: Int?
     public var devicePort = 5228
     public var httpPort = 8080
     /// The same HTTP routes over TLS (development-CA certificate); nil: not served.
@@ -309,6 +311,18 @@ public final class Emulator: Sendable {
                 throw ListenerError(error, option: "--ccs-port", port: config.ccsPort, host: config.bindHost)
             }
             channels.append(ccs)
+            // Pre-production was the same service on another port: the same listener, again.
+            var preprod: (any Channel)?
+            if let port = config.ccsPreprodPort {
+                do {
+                    preprod = try await XMPPListener.bind(group: group, host: config.bindHost, port: port, tls: tls,
+                                                          role: .appServer, engine: engine, configuration: config.xmpp,
+                                                          logger: logger, mailboxes: mailboxes)
+                } catch {
+                    throw ListenerError(error, option: "--ccs-preprod-port", port: port, host: config.bindHost)
+                }
+                channels.append(preprod!)
+            }
             // The device channel names the CCS port to an app server that logs in there by mistake.
             var deviceChannel = config.xmpp
             deviceChannel.appServerPort = ccs.localAddress?.port
@@ -346,6 +360,7 @@ public final class Emulator: Sendable {
                                             devicePort: device.localAddress?.port ?? 0, httpPort: 0,
                                             caCertPath: caPath, caCertPEM: caPEM, dataDir: dataDir)
             emulatorInfo.apnsPort = apns.gatewayPort
+            emulatorInfo.ccsPreprodPort = preprod?.localAddress?.port
             emulatorInfo.apnsFeedbackPort = apns.feedbackPort
             var webPush: WebPushDelivery?
             if config.webPush {
@@ -441,7 +456,8 @@ public final class Emulator: Sendable {
                     proxy = try await ConnectProxyListener.bind(
                         group: group, host: config.bindHost, port: requested,
                         routes: try ProxyRoutes.routes(bindHost: config.bindHost, httpsPort: tlsPort,
-                                                       ccsPort: ccs.localAddress?.port ?? 0),
+                                                       ccsPort: ccs.localAddress?.port ?? 0,
+                                                       ccsPreprodPort: preprod?.localAddress?.port),
                         logger: logger)
                 } catch {
                     await http.triggerGracefulShutdown()
@@ -510,6 +526,7 @@ public final class Emulator: Sendable {
         var w = JSONObjectWriter()
         w.add("event", "ready")
         w.add("ccs_port", info.ccsPort)
+        if let port = info.ccsPreprodPort { w.add("ccs_preprod_port", port) }
         w.add("device_port", info.devicePort)
         w.add("http_port", info.httpPort)
         if let httpsPort { w.add("https_port", httpsPort) }

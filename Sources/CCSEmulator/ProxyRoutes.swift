@@ -6,11 +6,13 @@ enum ProxyRoutes {
     /// Google's HTTPS API hosts the emulator answers (every one on the same routes).
     static let httpsHosts = ["fcm.googleapis.com", "iid.googleapis.com", "oauth2.googleapis.com",
                              "iamcredentials.googleapis.com", "gcm-http.googleapis.com", "android.googleapis.com"]
-    /// CCS: production 5235 and pre-production 5236 both reach the emulator's CCS port.
-    static let ccsDestinations = [ConnectDestination(host: "fcm-xmpp.googleapis.com", port: 5235),
-                                  ConnectDestination(host: "fcm-xmpp.googleapis.com", port: 5236)]
+    /// CCS: production 5235 reaches the emulator's CCS port, pre-production 5236 its
+    /// `--ccs-preprod-port` when it has one, else the CCS port too.
+    static let ccs = ConnectDestination(host: "fcm-xmpp.googleapis.com", port: 5235)
+    static let ccsPreprod = ConnectDestination(host: "fcm-xmpp.googleapis.com", port: 5236)
 
-    static func routes(bindHost: String, httpsPort: Int, ccsPort: Int) throws -> [ConnectDestination: SocketAddress] {
+    static func routes(bindHost: String, httpsPort: Int, ccsPort: Int,
+                       ccsPreprodPort: Int? = nil) throws -> [ConnectDestination: SocketAddress] {
         // A listener bound to every address is reached on loopback.
         let host = switch bindHost {
         case "0.0.0.0", "": "127.0.0.1"
@@ -21,7 +23,8 @@ enum ProxyRoutes {
         let ccs = try SocketAddress.makeAddressResolvingHost(host, port: ccsPort)
         var routes: [ConnectDestination: SocketAddress] = [:]
         for name in httpsHosts { routes[ConnectDestination(host: name, port: 443)] = https }
-        for destination in ccsDestinations { routes[destination] = ccs }
+        routes[Self.ccs] = ccs
+        routes[Self.ccsPreprod] = try ccsPreprodPort.map { try SocketAddress.makeAddressResolvingHost(host, port: $0) } ?? ccs
         return routes
     }
 }

@@ -16,6 +16,8 @@ public struct EmulatorInfo: Sendable {
     /// The APNs gateway and feedback ports (0: not known).
     public var apnsPort = 0
     public var apnsFeedbackPort = 0
+    /// The second CCS port (`--ccs-preprod-port`); nil: not served.
+    public var ccsPreprodPort: Int?
     /// With `--web-push on`: the VAPID public key the emulator signs Web Push requests with (base64url).
     public var vapidPublicKey: String?
 
@@ -177,6 +179,7 @@ public struct AdminAPI: Sendable {
                 "live_writes_called_off": .int(Int64(st.cancellableCalledOff)),
             ]),
             "ccs_port": .int(Int64(i.ccsPort)), "device_port": .int(Int64(i.devicePort)),
+            "ccs_preprod_port": i.ccsPreprodPort.map { .int(Int64($0)) } ?? .null,
             "http_port": .int(Int64(i.httpPort)), "ca_cert": .string(i.caCertPath),
             "apns_port": .int(Int64(i.apnsPort)), "apns_feedback_port": .int(Int64(i.apnsFeedbackPort)),
             "data_dir": .string(i.dataDir), "auth": .string(engine.configuration.authMode.rawValue),

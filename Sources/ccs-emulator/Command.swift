@@ -84,6 +84,8 @@ struct Serve: AsyncParsableCommand {
     var bind = "127.0.0.1"
     @Option(help: "CCS port for app servers (XMPP over direct TLS). 0 picks a free port.")
     var ccsPort = 5235
+    @Option(help: ArgumentHelp("A second CCS port, as FCM's pre-production port 5236 was: the same service on another port (for app servers that use both, redirected by host name). 0 picks a free port; not served unless given.", valueName: "port"))
+    var ccsPreprodPort: Int?
     @Option(help: "Device channel port for simulated devices (XMPP over direct TLS). 0 picks a free port.")
     var devicePort = 5228
     @Option(help: "HTTP port (FCM HTTP APIs and admin API). 0 picks a free port.")
@@ -172,6 +174,7 @@ struct Serve: AsyncParsableCommand {
     func validate() throws {
         for (name, port) in [("--ccs-port", ccsPort), ("--device-port", devicePort), ("--http-port", httpPort),
                              ("--https-port", httpsPort ?? 0), ("--proxy-port", proxyPort ?? 0),
+                             ("--ccs-preprod-port", ccsPreprodPort ?? 0),
                              ("--apns-port", apnsPort), ("--apns-feedback-port", apnsFeedbackPort)]
         where !(0...65535).contains(port) {
             throw ValidationError("\(name) must be 0...65535")
@@ -214,6 +217,7 @@ struct Serve: AsyncParsableCommand {
         c.bindHost = bind
         c.adminToken = adminToken ?? ProcessInfo.processInfo.environment["CCS_ADMIN_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         c.ccsPort = ccsPort
+        c.ccsPreprodPort = ccsPreprodPort
         c.devicePort = devicePort
         c.httpPort = httpPort
         c.httpsPort = httpsPort

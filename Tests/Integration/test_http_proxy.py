@@ -1,7 +1,8 @@
 """--https-port and proxy mode (--proxy-port): firebase-admin 7.x with an unmodified Google-style
 service-account file (token_uri https://oauth2.googleapis.com/token) and no code change, only
 HTTPS_PROXY and the development CA in REQUESTS_CA_BUNDLE / SSL_CERT_FILE; raw sockets for the proxy's
-refusals and for CCS through the tunnel."""
+refusals and for CCS through the tunnel; aiofcm on the second CCS port (--ccs-preprod-port, FCM's
+pre-production 5236)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 import socket
 import ssl
 
-from ccs_support import new_sender_id
+from ccs_support import http_json, new_key, new_sender_id, register_device, run_aiofcm
 from ccs_support.fcm_http import google_style_credentials, run_firebase
 
 TIMEOUT = 15.0
@@ -112,3 +113,44 @@ def test_proxy_refuses_other_hosts_and_garbage(start_server):
             assert chunk, data
             data += chunk
     assert b"<mechanism>PLAIN</mechanism>" in data, data
+
+
+def stream_features_through(port: int, target: str, ca_cert: str) -> bytes:
+    s = open_tunnel(port, target)
+    context = ssl.create_default_context(cafile=ca_cert)
+    with context.wrap_socket(s, server_hostname="fcm-xmpp.googleapis.com") as tls:
+        tls.sendall(b'<stream:stream to="gcm.googleapis.com" version="1.0" xmlns="jabber:client" '
+                    b'xmlns:stream="http://etherx.jabber.org/streams">')
+        data = b""
+        while b"</stream:features>" not in data:
+            chunk = tls.recv(4096)
+            assert chunk, data
+            data += chunk
+        return data
+
+
+def test_the_pre_production_ccs_port_is_the_same_service(start_server, tmp_path):
+    srv = start_server(extra_args=["--ccs-preprod-port", "0", "--proxy-port", "0"])
+    preprod = srv.ready["ccs_preprod_port"]
+    assert preprod not in (0, srv.ccs_port), srv.ready
+    status, info = http_json("GET", f"{srv.http_base}/emulator/v1/info")
+    assert status == 200 and info["ccs_preprod_port"] == preprod, info
+    # aiofcm on the second port: the same senders, devices and queues as the first.
+    sender, key = new_sender_id(), new_key()
+    token = register_device(srv.http_base, "com.example.preprod", [sender])["token"]
+    for port, message_id in ((preprod, "pre-1"), (srv.ccs_port, "prod-1")):
+        result = run_aiofcm({"host": "127.0.0.1", "port": port, "sender_id": sender, "api_key": key, "timeout": 30,
+                             "messages": [{"device_token": token, "message_id": message_id, "data": {"k": "v"}}]},
+                            srv.ca_cert, workdir=tmp_path)
+        assert [r.get("is_successful") for r in result["responses"]] == [True], result
+    status, device = http_json("GET", f"{srv.http_base}/emulator/v1/devices/{token}")
+    assert [q["app_message_id"] for q in device["queue"]] == ["pre-1", "prod-1"], device
+    # Proxy mode tunnels Google's pre-production port to it, and production to the CCS port.
+    for target in ("fcm-xmpp.googleapis.com:5236", "fcm-xmpp.googleapis.com:5235"):
+        assert b"<mechanism>PLAIN</mechanism>" in stream_features_through(srv.ready["proxy_port"], target, srv.ca_cert)
+
+
+def test_no_pre_production_port_unless_asked(server):
+    assert "ccs_preprod_port" not in server.ready, server.ready
+    status, info = http_json("GET", f"{server.http_base}/emulator/v1/info")
+    assert status == 200 and info["ccs_preprod_port"] is None, info
