@@ -102,20 +102,13 @@ def test_proxy_refuses_other_hosts_and_garbage(start_server):
     assert proxy_exchange(port, b"GET http://fcm.googleapis.com/ HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 405 ")
 
     # Still serving: a tunnel to CCS reaches the XMPP pipeline over TLS, with the CCS host name checked.
-    s = open_tunnel(port, "fcm-xmpp.googleapis.com:5235")
-    context = ssl.create_default_context(cafile=srv.ca_cert)
-    with context.wrap_socket(s, server_hostname="fcm-xmpp.googleapis.com") as tls:
-        tls.sendall(b'<stream:stream to="gcm.googleapis.com" version="1.0" xmlns="jabber:client" '
-                    b'xmlns:stream="http://etherx.jabber.org/streams">')
-        data = b""
-        while b"</stream:features>" not in data:
-            chunk = tls.recv(4096)
-            assert chunk, data
-            data += chunk
+    data = stream_features_through(port, "fcm-xmpp.googleapis.com:5235", srv.ca_cert)
     assert b"<mechanism>PLAIN</mechanism>" in data, data
 
 
 def stream_features_through(port: int, target: str, ca_cert: str) -> bytes:
+    """Opens a CCS stream through the proxy's tunnel to `target` (TLS with the CCS host name checked)
+    and returns what the server sent up to its stream features."""
     s = open_tunnel(port, target)
     context = ssl.create_default_context(cafile=ca_cert)
     with context.wrap_socket(s, server_hostname="fcm-xmpp.googleapis.com") as tls:
