@@ -302,27 +302,22 @@ public final class Emulator: Sendable {
                     throw ListenerError(error, option: "--cluster-port", port: config.clusterPort, host: config.bindHost)
                 }
             }
-            let ccs: any Channel, device: any Channel
-            do {
-                ccs = try await XMPPListener.bind(group: group, host: config.bindHost, port: config.ccsPort, tls: tls,
-                                                  role: .appServer, engine: engine, configuration: config.xmpp,
-                                                  logger: logger, mailboxes: mailboxes)
-            } catch {
-                throw ListenerError(error, option: "--ccs-port", port: config.ccsPort, host: config.bindHost)
+            func bindCCS(port: Int, option: String) async throws -> any Channel {
+                do {
+                    let channel = try await XMPPListener.bind(group: group, host: config.bindHost, port: port, tls: tls,
+                                                              role: .appServer, engine: engine, configuration: config.xmpp,
+                                                              logger: logger, mailboxes: mailboxes)
+                    channels.append(channel)
+                    return channel
+                } catch {
+                    throw ListenerError(error, option: option, port: port, host: config.bindHost)
+                }
             }
-            channels.append(ccs)
+            let ccs = try await bindCCS(port: config.ccsPort, option: "--ccs-port")
             // Pre-production was the same service on another port: the same listener, again.
             var preprod: (any Channel)?
-            if let port = config.ccsPreprodPort {
-                do {
-                    preprod = try await XMPPListener.bind(group: group, host: config.bindHost, port: port, tls: tls,
-                                                          role: .appServer, engine: engine, configuration: config.xmpp,
-                                                          logger: logger, mailboxes: mailboxes)
-                } catch {
-                    throw ListenerError(error, option: "--ccs-preprod-port", port: port, host: config.bindHost)
-                }
-                channels.append(preprod!)
-            }
+            if let port = config.ccsPreprodPort { preprod = try await bindCCS(port: port, option: "--ccs-preprod-port") }
+            let device: any Channel
             // The device channel names the CCS port to an app server that logs in there by mistake.
             var deviceChannel = config.xmpp
             deviceChannel.appServerPort = ccs.localAddress?.port

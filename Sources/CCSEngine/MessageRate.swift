@@ -100,32 +100,48 @@ public struct RateLimiter: Sendable {
     /// Takes one message for `key` at `now`: nil when every window has room (the message is counted),
     /// else the milliseconds until every window will (nothing is counted).
     public mutating func admit(_ key: String, now: Int64) -> Int64? {
-        admit([key], now: now)
+        notePrune(now: now)
+        var entry = refilled(levels[key], now: now)
+        let wait = waitMillis(entry)
+        if wait == 0 { take(&entry) }
+        levels[key] = entry
+        return wait > 0 ? wait : nil
     }
 
     /// Takes one message for each of `keys` (a condition's topics) at `now`, all or none: nil when
     /// every key's windows have room (each is counted once), else the milliseconds until all of them
     /// will (nothing is counted).
     public mutating func admit(_ keys: [String], now: Int64) -> Int64? {
-        admitsSincePrune += 1
-        if admitsSincePrune >= Self.pruneEvery { prune(now: now) }
-        var entries: [(String, Levels)] = []
-        var wait: Int64 = 0
-        for key in keys where !entries.contains(where: { $0.0 == key }) {
-            let entry = refilled(levels[key], now: now)
-            for (i, window) in rate.windows.enumerated() where entry.units[i] < window.periodMillis {
-                let missing = window.periodMillis - entry.units[i]
-                wait = max(wait, (missing + Int64(window.limit) - 1) / Int64(window.limit))
-            }
-            entries.append((key, entry))
+        notePrune(now: now)
+        var entries: [(key: String, levels: Levels)] = []
+        for key in keys where !entries.contains(where: { $0.key == key }) {
+            entries.append((key, refilled(levels[key], now: now)))
         }
+        let wait = entries.map { waitMillis($0.levels) }.max() ?? 0
         for (key, var entry) in entries {
-            if wait == 0 {
-                for (i, window) in rate.windows.enumerated() { entry.units[i] -= window.periodMillis }
-            }
+            if wait == 0 { take(&entry) }
             levels[key] = entry
         }
         return wait > 0 ? wait : nil
+    }
+
+    /// Milliseconds until every window of `entry` has room for a message; 0: it has now.
+    private func waitMillis(_ entry: Levels) -> Int64 {
+        var wait: Int64 = 0
+        for (i, window) in rate.windows.enumerated() where entry.units[i] < window.periodMillis {
+            let missing = window.periodMillis - entry.units[i]
+            wait = max(wait, (missing + Int64(window.limit) - 1) / Int64(window.limit))
+        }
+        return wait
+    }
+
+    private func take(_ entry: inout Levels) {
+        for (i, window) in rate.windows.enumerated() { entry.units[i] -= window.periodMillis }
+    }
+
+    private mutating func notePrune(now: Int64) {
+        admitsSincePrune += 1
+        if admitsSincePrune >= Self.pruneEvery { prune(now: now) }
     }
 
     private func refilled(_ entry: Levels?, now: Int64) -> Levels {

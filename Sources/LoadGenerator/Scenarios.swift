@@ -275,8 +275,7 @@ public final class BenchRunner: Sendable {
         let tls = try Self.clientContext(caPEM: target.caPEM)
         let isAddress = (try? SocketAddress(ipAddress: target.host, port: 0)) != nil
         let figures = try await measureConnections(count: options.connections) { i, loop, recorder in
-            let login = XMPPLogin(domain: "gcm.googleapis.com", user: "\(target.senderID)@gcm.googleapis.com",
-                                  password: target.serverKey)
+            let login = Self.appServerLogin(target)
             return try await self.connect(host: target.host, port: target.ccsPort, tls: tls,
                                           serverHostname: isAddress ? nil : target.host, loop: loop) { promise in
                 AppServerConnection(login: login, recorder: recorder, established: promise, index: i, sending: nil,
@@ -485,8 +484,7 @@ public final class BenchRunner: Sendable {
         let isAddress = (try? SocketAddress(ipAddress: target.host, port: 0)) != nil
         let payload = options.payloadBytes
         try await connectMany(count: options.connections, what: "app-server connections") { i, loop, recorder in
-            let login = XMPPLogin(domain: "gcm.googleapis.com", user: "\(target.senderID)@gcm.googleapis.com",
-                                  password: target.serverKey)
+            let login = Self.appServerLogin(target)
             let s = sending(i)
             return try await self.connect(host: target.host, port: target.ccsPort, tls: tls,
                                           serverHostname: isAddress ? nil : target.host, loop: loop) { promise in
@@ -494,6 +492,11 @@ public final class BenchRunner: Sendable {
                                     upstreamCredits: upstreamCredits, payloadBytes: payload)
             }
         }
+    }
+
+    /// How the bench's app servers log in to CCS: the target's sender and server key.
+    static func appServerLogin(_ target: CCSTarget) -> XMPPLogin {
+        XMPPLogin(domain: "gcm.googleapis.com", user: "\(target.senderID)@gcm.googleapis.com", password: target.serverKey)
     }
 
     /// Opens `count` connections, spread over the loops; every one must succeed.

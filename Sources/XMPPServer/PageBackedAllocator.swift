@@ -51,7 +51,7 @@ public enum PageBackedAllocator {
 
     static func deallocate(_ pointer: UnsafeMutableRawPointer) {
         let base = pointer - headerSize
-        if base.load(as: Int.self) == mappingTag {
+        if isMapped(pointer) {
             #if canImport(Glibc)
             munmap(base, base.load(fromByteOffset: 8, as: Int.self))
             #endif
@@ -66,7 +66,7 @@ public enum PageBackedAllocator {
     static func reallocate(_ pointer: UnsafeMutableRawPointer?, _ oldSize: Int, _ newSize: Int) -> UnsafeMutableRawPointer? {
         guard let pointer else { return allocate(newSize) }
         let base = pointer - headerSize
-        guard base.load(as: Int.self) == mappingTag else {
+        guard isMapped(pointer) else {
             guard let grown = realloc(base, newSize + headerSize) else { return nil }
             return grown + headerSize
         }
@@ -77,7 +77,7 @@ public enum PageBackedAllocator {
         return moved
     }
 
-    /// Whether a block from this allocator has pages of its own (for tests).
+    /// Whether a block from this allocator has pages of its own.
     static func isMapped(_ pointer: UnsafeRawPointer) -> Bool {
         (pointer - headerSize).load(as: Int.self) == mappingTag
     }

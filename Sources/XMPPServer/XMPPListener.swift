@@ -28,9 +28,10 @@ public enum XMPPListener {
                     // pages of their own (see PageBackedAllocator); every other buffer, reads
                     // included, comes from the heap as before.
                     let options = channel.syncOptions
+                    let own = try options?.getOption(ChannelOptions.allocator)
                     try options?.setOption(ChannelOptions.allocator, value: PageBackedAllocator.allocator)
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
-                    try options?.setOption(ChannelOptions.allocator, value: ByteBufferAllocator())
+                    if let own { try options?.setOption(ChannelOptions.allocator, value: own) }
                     try channel.pipeline.syncOperations.addHandler(
                         XMPPConnectionHandler(role: role, engine: engine, configuration: configuration, logger: logger,
                                               mailbox: mailboxes.mailbox(for: channel.eventLoop)))

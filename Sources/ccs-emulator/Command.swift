@@ -198,13 +198,18 @@ struct Serve: AsyncParsableCommand {
         if !(1...3600).contains(requestTimeout) { throw ValidationError("--request-timeout must be 1...3600 seconds") }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if webPushCa != nil && webPush != .on { throw ValidationError("--web-push-ca goes with --web-push on") }
-        for (option, value) in [("--device-message-rate", deviceMessageRate), ("--project-message-rate", projectMessageRate)]
-        where value != "off" && MessageRate(parsing: value) == nil {
-            throw ValidationError("\(option): off, fcm, or up to 4 windows LIMIT/PERIOD separated by commas (LIMIT 1 to 1000000; PERIOD s, min, h or d, with an optional count such as 10s; 1 second to 1 day)")
+        for (option, value, fcm, _) in rateOptions where value != "off" && MessageRate(parsing: value, fcm: fcm) == nil {
+            throw ValidationError("\(option): off, \(fcm == nil ? "or " : "fcm, or ")up to 4 windows LIMIT/PERIOD separated by commas (LIMIT 1 to 1000000; PERIOD s, min, h or d, with an optional count such as 10s; 1 second to 1 day\(fcm == nil ? "; FCM publishes no number, so there is no fcm preset" : ""))")
         }
-        if topicMessageRate != "off" && MessageRate(parsing: topicMessageRate, fcm: nil) == nil {
-            throw ValidationError("--topic-message-rate: off, or up to 4 windows LIMIT/PERIOD separated by commas (LIMIT 1 to 1000000; PERIOD s, min, h or d, with an optional count such as 10s; 1 second to 1 day; FCM publishes no number, so there is no fcm preset)")
-        }
+    }
+
+    /// The rate-limit options: each one's value, what `fcm` stands for in it (nil: no preset), and
+    /// the setting it gives.
+    private var rateOptions: [(option: String, value: String, fcm: MessageRate?,
+                               setting: WritableKeyPath<EmulatorConfiguration, MessageRate?>)] {
+        [("--device-message-rate", deviceMessageRate, .fcm, \.deviceMessageRate),
+         ("--project-message-rate", projectMessageRate, .fcmProject, \.projectMessageRate),
+         ("--topic-message-rate", topicMessageRate, nil, \.topicMessageRate)]
     }
 
     func run() async throws {
@@ -245,9 +250,7 @@ struct Serve: AsyncParsableCommand {
         c.audit = audit == .on
         c.webPush = webPush == .on
         c.webPushCAPath = webPushCa
-        c.deviceMessageRate = deviceMessageRate == "off" ? nil : MessageRate(parsing: deviceMessageRate)
-        c.projectMessageRate = projectMessageRate == "off" ? nil : MessageRate(parsing: projectMessageRate, fcm: .fcmProject)
-        c.topicMessageRate = topicMessageRate == "off" ? nil : MessageRate(parsing: topicMessageRate, fcm: nil)
+        for r in rateOptions { c[keyPath: r.setting] = r.value == "off" ? nil : MessageRate(parsing: r.value, fcm: r.fcm) }
         c.journal = journal == .on
         c.importDirectory = importDirectory
         c.exportOnExitDirectory = exportOnExit
