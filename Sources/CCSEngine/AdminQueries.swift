@@ -21,16 +21,16 @@ extension Engine {
 
     /// Messages handed to the device's connection that it has not ACKed yet (0 when offline).
     public func handedOverUnacknowledged(token: String) -> Int {
-        state.withLock { $0.online[token]?.inFlight.count ?? 0 }
+        state.withLock { $0.sessions.online[token]?.inFlight.count ?? 0 }
     }
 
     /// Devices registered (installed or not), for `GET /emulator/v1/info`.
-    public var deviceCount: Int { state.withLock { $0.devices.count } }
+    public var deviceCount: Int { state.withLock { $0.registry.devices.count } }
 }
 
 extension Engine {
     /// Devices with an open connection on the device channel.
-    public var onlineDeviceCount: Int { state.withLock { $0.online.count } }
+    public var onlineDeviceCount: Int { state.withLock { $0.sessions.online.count } }
     /// App-server connections, open and authenticated.
-    public var appServerConnectionCount: Int { state.withLock { $0.connections.count } }
+    public var appServerConnectionCount: Int { state.withLock { $0.outbound.connections.count } }
 }

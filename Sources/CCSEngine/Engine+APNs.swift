@@ -28,7 +28,7 @@ extension Engine {
     }
 
     static func apnsRecipient(deviceToken: String, bundleID: String, _ s: State) -> (APNsRecipient, DeviceRecord?) {
-        guard let token = s.apnsTokens[deviceToken], let device = s.devices[token] else { return (.unknown, nil) }
+        guard let token = s.registry.apnsTokens[deviceToken], let device = s.registry.devices[token] else { return (.unknown, nil) }
         guard device.app == bundleID, device.platform == .ios else { return (.otherApp, device) }
         return (device.status == .active ? .installed : .uninstalled, device)
     }

@@ -39,9 +39,9 @@ extension Engine {
     func recordSender(_ senderID: String, key: String) {
         let now = clock.nowMillis()
         let new: SenderRecord? = state.withLock { s in
-            if s.senders[senderID] != nil { return nil }
+            if s.registry.senders[senderID] != nil { return nil }
             let record = SenderRecord(senderID: senderID, serverKey: key, createdAt: now)
-            s.senders[senderID] = record
+            s.registry.senders[senderID] = record
             return record
         }
         if let new { committer.submit(.upsertSender(new)) }
@@ -50,7 +50,7 @@ extension Engine {
     /// The server key a sender is known by: the config file's, else the one it first logged in with
     /// (permissive mode records it). From memory: no store read.
     public func serverKey(ofSender senderID: String) -> String? {
-        configuration.configuredSenders[senderID] ?? state.withLock { $0.senders[senderID]?.serverKey }
+        configuration.configuredSenders[senderID] ?? state.withLock { $0.registry.senders[senderID]?.serverKey }
     }
 
     public static func isSenderID(_ s: String) -> Bool {
@@ -62,9 +62,9 @@ extension Engine {
     @discardableResult
     public func connectionOpened(_ info: AppServerConnectionInfo, link: any AppServerLink) -> Bool {
         let result = state.withLock { s -> [Send]? in
-            if (s.connectionsBySender[info.senderID]?.count ?? 0) >= configuration.maxConnectionsPerSender { return nil }
-            s.connections[info.id] = ConnectionEntry(info: info, link: link)
-            s.connectionsBySender[info.senderID, default: []].append(info.id)
+            if (s.outbound.connectionsBySender[info.senderID]?.count ?? 0) >= configuration.maxConnectionsPerSender { return nil }
+            s.outbound.connections[info.id] = ConnectionEntry(info: info, link: link)
+            s.outbound.connectionsBySender[info.senderID, default: []].append(info.id)
             return dispatchOutbound(sender: info.senderID, &s)
         }
         guard let sends = result else { return false }
@@ -74,13 +74,13 @@ extension Engine {
     }
 
     public func connectionCount(senderID: String) -> Int {
-        state.withLock { $0.connectionsBySender[senderID]?.count ?? 0 }
+        state.withLock { $0.outbound.connectionsBySender[senderID]?.count ?? 0 }
     }
 
     /// Ends every connection, app servers' and devices' (shutdown, after draining).
     public func closeAllConnections() {
-        let links: [any AppServerLink] = state.withLock { $0.connections.values.map(\.link) }
-        let devices: [any DeviceLink] = state.withLock { $0.online.values.map(\.link) }
+        let links: [any AppServerLink] = state.withLock { $0.outbound.connections.values.map(\.link) }
+        let devices: [any DeviceLink] = state.withLock { $0.sessions.online.values.map(\.link) }
         for l in links { l.close() }
         for d in devices { d.close() }
     }
@@ -89,9 +89,9 @@ extension Engine {
     public func connectionClosed(id: String) {
         var released: [OutboundRecord] = []
         let sends = state.withLock { s -> [Send] in
-            guard let entry = s.connections.removeValue(forKey: id) else { return [] }
+            guard let entry = s.outbound.connections.removeValue(forKey: id) else { return [] }
             let sender = entry.info.senderID
-            s.connectionsBySender[sender]?.removeAll { $0 == id }
+            s.outbound.connectionsBySender[sender]?.removeAll { $0 == id }
             requeue(entry.inFlight.values.map(\.record), sender: sender, &s)
             released = releasableOutbound(sender: sender, &s)
             return dispatchOutbound(sender: sender, &s)
@@ -105,7 +105,7 @@ extension Engine {
     public func connectionDraining(id: String) {
         var released: [OutboundRecord] = []
         let sends = state.withLock { s -> [Send] in
-            guard let sender = s.connections[id]?.info.senderID else { return [] }
+            guard let sender = s.outbound.connections[id]?.info.senderID else { return [] }
             let sends = dispatchOutbound(sender: sender, &s)
             released = releasableOutbound(sender: sender, &s)
             return sends
@@ -122,7 +122,7 @@ extension Engine {
     }
 
     public func connections() -> [ConnectionSnapshot] {
-        let entries = state.withLock { Array($0.connections.values) }
+        let entries = state.withLock { Array($0.outbound.connections.values) }
         return entries.map {
             ConnectionSnapshot(info: $0.info, pending: $0.link.pendingCount, draining: $0.link.isDraining,
                                unackedOutbound: $0.inFlight.count)
@@ -132,12 +132,12 @@ extension Engine {
     /// Starts draining one connection; false if there is no such connection.
     @discardableResult
     public func drain(connectionID: String) -> Bool {
-        guard let link = state.withLock({ $0.connections[connectionID]?.link }) else { return false }
+        guard let link = state.withLock({ $0.outbound.connections[connectionID]?.link }) else { return false }
         link.drain()
         return true
     }
 
     public func drainAll() {
-        for link in state.withLock({ $0.connections.values.map(\.link) }) { link.drain() }
+        for link in state.withLock({ $0.outbound.connections.values.map(\.link) }) { link.drain() }
     }
 }

@@ -5,7 +5,7 @@ extension Engine: ClusterEvents {
     /// Another node committed messages for a device connected here: hand over what it may take.
     public func clusterQueueChanged(token: String) {
         let link = state.withLock { s -> (any DeviceLink)? in
-            guard let online = s.online[token], online.loaded else { return nil }
+            guard let online = s.sessions.online[token], online.loaded else { return nil }
             return online.link
         }
         if let link { deliverBacklog(token: token, link: link) }
@@ -27,9 +27,9 @@ extension Engine: ClusterEvents {
         }
         for token in order {
             let sends = state.withLock { s -> [Send] in
-                guard s.online[token]?.loaded == true, s.devices[token]?.status == .active,
-                      let platform = s.online[token]?.platform ?? s.devices[token]?.platform else { return [] }
-                let deviceState = s.deviceStates[token] ?? DeviceState()
+                guard s.sessions.online[token]?.loaded == true, s.registry.devices[token]?.status == .active,
+                      let platform = s.sessions.online[token]?.platform ?? s.registry.devices[token]?.platform else { return [] }
+                let deviceState = s.registry.deviceStates[token] ?? DeviceState()
                 let fit = byToken[token]!.filter { Self.mayOffer($0, deviceState: deviceState, platform: platform) }
                 return take(fit, token: token, offeredBy: node, &s)
             }
@@ -46,14 +46,14 @@ extension Engine: ClusterEvents {
         var removals: [StoreOp] = []
         state.withLock { s in
             for id in deviceMessageIDs {
-                if let o = s.offered[id] {
+                if let o = s.sessions.offered[id] {
                     if o.early.ticket.cancel() {
-                        s.offered[id] = nil
+                        s.sessions.offered[id] = nil
                         settled.append(o)
                     } else {
-                        s.offered[id]?.confirmed = true  // its commit's completion removes it
+                        s.sessions.offered[id]?.confirmed = true  // its commit's completion removes it
                     }
-                } else if let token = s.writtenOffers.take(id) {
+                } else if let token = s.sessions.writtenOffers.take(id) {
                     removals.append(.removeMessage(token: token, deviceMessageID: id))
                 }
             }
@@ -67,9 +67,9 @@ extension Engine: ClusterEvents {
     /// Gives items up to the other nodes; the admin view lists them here until the release commits.
     func release(_ records: [OutboundRecord]) {
         guard let cluster, !records.isEmpty else { return }
-        state.withLock { s in for r in records { s.outboundReleasing[r.key] = r } }
+        state.withLock { s in for r in records { s.outbound.releasing[r.key] = r } }
         cluster.releaseOutbound(records) { [self] in
-            state.withLock { s in for r in records { s.outboundReleasing[r.key] = nil } }
+            state.withLock { s in for r in records { s.outbound.releasing[r.key] = nil } }
         }
     }
 
@@ -78,7 +78,7 @@ extension Engine: ClusterEvents {
     }
 
     public func clusterConnectedSenders() -> [String] {
-        state.withLock { s in s.connectionsBySender.keys.filter { Self.hasOpenConnection(sender: $0, s) } }
+        state.withLock { s in s.outbound.connectionsBySender.keys.filter { Self.hasOpenConnection(sender: $0, s) } }
     }
 
     public func clusterClockMillis() -> Int64 { clock.nowMillis() }
@@ -91,24 +91,24 @@ extension Engine: ClusterEvents {
             case .device(let token):
                 let record = try store.device(token: token)
                 let online = state.withLock { s -> (any DeviceLink)? in
-                    if let old = s.devices[token] {
-                        s.tokenByDeviceID[old.deviceID] = nil
-                        if let apns = old.apnsToken, s.apnsTokens[apns] == token { s.apnsTokens[apns] = nil }
-                        s.removeAliases(of: old)
+                    if let old = s.registry.devices[token] {
+                        s.registry.tokenByDeviceID[old.deviceID] = nil
+                        if let apns = old.apnsToken, s.registry.apnsTokens[apns] == token { s.registry.apnsTokens[apns] = nil }
+                        s.registry.removeAliases(of: old)
                     }
                     if let record {
-                        Self.add(record, &s)
+                        s.registry.add(record)
                     } else {
-                        s.devices[token] = nil
-                        s.deviceStates[token] = nil
+                        s.registry.devices[token] = nil
+                        s.registry.deviceStates[token] = nil
                     }
-                    return s.online[token]?.loaded == true ? s.online[token]?.link : nil
+                    return s.sessions.online[token]?.loaded == true ? s.sessions.online[token]?.link : nil
                 }
                 // A state change (out of Doze, to the foreground) may admit what waits.
                 if let online { deliverBacklog(token: token, link: online) }
             case .sender(let id):
                 let record = try store.sender(id: id)
-                state.withLock { $0.senders[id] = record }
+                state.withLock { $0.registry.senders[id] = record }
             case .subscriptions(let token):
                 let subscriptions = try store.subscriptions(token: token)
                 state.withLock { s in
@@ -129,13 +129,13 @@ extension Engine: ClusterEvents {
                 let subscriptions = try store.loadSubscriptions()
                 let groups = try store.loadDeviceGroups()
                 state.withLock { s in
-                    s.senders = Dictionary(senders.map { ($0.senderID, $0) }, uniquingKeysWith: { $1 })
-                    s.devices = [:]
-                    s.deviceStates = [:]
-                    s.tokenByDeviceID = [:]
-                    s.apnsTokens = [:]
-                    s.aliases = [:]
-                    for d in devices { Self.add(d, &s) }
+                    s.registry.senders = Dictionary(senders.map { ($0.senderID, $0) }, uniquingKeysWith: { $1 })
+                    s.registry.devices = [:]
+                    s.registry.deviceStates = [:]
+                    s.registry.tokenByDeviceID = [:]
+                    s.registry.apnsTokens = [:]
+                    s.registry.aliases = [:]
+                    for d in devices { s.registry.add(d) }
                     s.topics = TopicRegistry()
                     for t in subscriptions { _ = s.topics.add(.init(senderID: t.senderID, name: t.topic), token: t.token, at: t.addedAt) }
                     s.groups = DeviceGroupRegistry(groups)

@@ -26,7 +26,7 @@ extension Engine {
                                          apnsToken: apnsToken)
         var ops: [StoreOp] = [.upsertDevice(record)]
         if let apnsToken {
-            let holder = state.withLock { s in s.apnsTokens[apnsToken].flatMap { s.devices[$0] } }
+            let holder = state.withLock { s in s.registry.apnsTokens[apnsToken].flatMap { s.registry.devices[$0] } }
             if let holder, holder.status == .active {
                 throw .invalidRequest("APNs token \(apnsToken) is registered by an installed app (\(holder.token))")
             }
@@ -34,7 +34,7 @@ extension Engine {
             ops.append(.removeAPNsFeedbackToken(bundleID: record.app, deviceToken: apnsToken))
         }
         try await commit(ops)
-        state.withLock { s in Self.add(record, &s) }
+        state.withLock { $0.registry.add(record) }
         registered(record)
         return record
     }
@@ -78,14 +78,6 @@ extension Engine {
                             deviceID: RandomText.hex(16), secret: RandomText.hex(32), app: app,
                             platform: platform, senders: unique, createdAt: clock.nowMillis(),
                             state: DeviceState().json, webSubscription: webSubscription, apnsToken: apnsToken)
-    }
-
-    static func add(_ record: DeviceRecord, _ s: inout State) {
-        s.devices[record.token] = record
-        s.deviceStates[record.token] = DeviceState(json: record.state)
-        s.tokenByDeviceID[record.deviceID] = record.token
-        if let apns = record.apnsToken { s.apnsTokens[apns] = record.token }
-        s.addAliases(of: record)
     }
 
     func commit(_ ops: [StoreOp]) async throws(DeviceManagementError) {
@@ -143,7 +135,7 @@ extension Engine {
     /// The device's record if `secret` is its device secret and its app is installed.
     public func authenticateDevice(deviceID: String, secret: String) -> DeviceRecord? {
         state.withLock { s in
-            guard let token = s.tokenByDeviceID[deviceID], let d = s.devices[token], d.secret == secret,
+            guard let token = s.registry.tokenByDeviceID[deviceID], let d = s.registry.devices[token], d.secret == secret,
                   d.status == .active else { return nil }
             return d
         }
@@ -151,27 +143,27 @@ extension Engine {
 
     /// The installation `token` names: by its first token or by one it was given later (a refresh).
     public func device(token: String) -> DeviceRecord? {
-        state.withLock { $0.installation(token) }
+        state.withLock { $0.registry.installation(token) }
     }
 
     public func deviceState(token: String) -> DeviceState? {
-        state.withLock { $0.deviceStates[token] }
+        state.withLock { $0.registry.deviceStates[token] }
     }
 
     public func allDevices() -> [DeviceRecord] {
-        state.withLock { Array($0.devices.values) }.sorted { ($0.createdAt, $0.token) < ($1.createdAt, $1.token) }
+        state.withLock { Array($0.registry.devices.values) }.sorted { ($0.createdAt, $0.token) < ($1.createdAt, $1.token) }
     }
 
     public func isOnline(token: String) -> Bool {
-        state.withLock { $0.online[token] != nil }
+        state.withLock { $0.sessions.online[token] != nil }
     }
 
     /// A device connection is up: it replaces any older connection of the same device and receives
     /// everything stored for it that it may take, then every message committed later.
     public func deviceConnected(token: String, link: any DeviceLink) {
         let previous: (any DeviceLink)? = state.withLock { s in
-            let old = s.online[token]?.link
-            s.online[token] = OnlineDevice(link: link, platform: s.devices[token]?.platform)
+            let old = s.sessions.online[token]?.link
+            s.sessions.online[token] = OnlineDevice(link: link, platform: s.registry.devices[token]?.platform)
             return old
         }
         previous?.close()
@@ -180,7 +172,7 @@ extension Engine {
         // another node commits later is announced here, and one it committed before is in that read
         // (what the first read handed over is not handed over twice).
         cluster?.deviceOnline(token: token) { [self] in
-            if state.withLock({ $0.online[token]?.link === link }) { deliverBacklog(token: token, link: link) }
+            if state.withLock({ $0.sessions.online[token]?.link === link }) { deliverBacklog(token: token, link: link) }
         }
     }
 
@@ -195,10 +187,10 @@ extension Engine {
                 stored = []
             }
             let sends = state.withLock { s -> [Send] in
-                guard s.online[token]?.link === link else { return [] }
-                s.online[token]?.loaded = true
-                if s.online[token]?.apnsStored == .unknown {
-                    s.online[token]?.apnsStored = stored.contains { $0.kind == .apnsNotification } ? .mayHold : .holdsNone
+                guard s.sessions.online[token]?.link === link else { return [] }
+                s.sessions.online[token]?.loaded = true
+                if s.sessions.online[token]?.apnsStored == .unknown {
+                    s.sessions.online[token]?.apnsStored = stored.contains { $0.kind == .apnsNotification } ? .mayHold : .holdsNone
                 }
                 let unheld = stored.filter { $0.expiresAt > now }
                 return take(unheld, token: token, &s)
@@ -211,7 +203,7 @@ extension Engine {
     /// take them now (Doze). Otherwise they wait in the queue.
     func handOver(_ messages: [QueuedMessage], to token: String) {
         let sends = state.withLock { s -> [Send] in
-            guard s.online[token]?.loaded == true else { return [] }
+            guard s.sessions.online[token]?.loaded == true else { return [] }
             return take(messages, token: token, &s)
         }
         perform(sends)
@@ -226,10 +218,10 @@ extension Engine {
         // The entry is found once (a token hashed per lookup was a tenth of this function) and changed
         // in place through its index: holding a copy of the whole `OnlineDevice` would make its
         // in-flight map shared and copy it on the write.
-        guard let at = s.online.index(forKey: token) else { return [] }
-        let link = s.online.values[at].link
-        let platform = s.online.values[at].platform
-        let deviceState = s.deviceStates[token] ?? DeviceState()
+        guard let at = s.sessions.online.index(forKey: token) else { return [] }
+        let link = s.sessions.online.values[at].link
+        let platform = s.sessions.online.values[at].platform
+        let deviceState = s.registry.deviceStates[token] ?? DeviceState()
         let written = early == nil && offeredBy == nil
         var deliveries: [DeviceDelivery] = []
         var removals: [StoreOp] = []
@@ -237,24 +229,24 @@ extension Engine {
         // read, a hand-over after a commit and another node's announcement may all hold it).
         for m in messages where deviceState.admits(m, platform: platform) {
             let id = m.deviceMessageID
-            if let onConnection = s.online.values[at].inFlight[id] {
+            if let onConnection = s.sessions.online.values[at].inFlight[id] {
                 // Offered by another node and written there after all: its confirmation now removes it here.
-                if written && onConnection.offeredBy != nil { s.online.values[at].inFlight[id]?.offeredBy = nil }
+                if written && onConnection.offeredBy != nil { s.sessions.online.values[at].inFlight[id]?.offeredBy = nil }
                 continue
             }
-            if s.online.values[at].confirmed.contains(id) {
+            if s.sessions.online.values[at].confirmed.contains(id) {
                 // Confirmed back to the node that offered it, which wrote it anyway: removed here.
-                if written && s.online.values[at].confirmedOffers.contains(id) {
+                if written && s.sessions.online.values[at].confirmedOffers.contains(id) {
                     removals.append(.removeMessage(token: token, deviceMessageID: id))
                 }
                 continue
             }
             let d = DeviceDelivery(message: m, toTray: m.kind == .message && m.isNotification && !deviceState.foreground)
-            s.online.values[at].inFlight[id] = InFlightDownstream(message: m, toTray: d.toTray, early: early, offeredBy: offeredBy)
+            s.sessions.online.values[at].inFlight[id] = InFlightDownstream(message: m, toTray: d.toTray, early: early, offeredBy: offeredBy)
             deliveries.append(d)
         }
         if !removals.isEmpty { committer.submit(removals) }
-        return deliveries.isEmpty ? [] : [.device(link, deliveries, platform ?? .android, app: s.devices[token]?.app ?? "",
+        return deliveries.isEmpty ? [] : [.device(link, deliveries, platform ?? .android, app: s.registry.devices[token]?.app ?? "",
                                                   appInBackground: !deviceState.foreground)]
     }
 
@@ -262,9 +254,9 @@ extension Engine {
     private func unwrittenLive(token: String?) -> [QueuedMessage] {
         // In one critical section: a message offered to another node's device (`offered`).
         let (entries, offered) = state.withLock { s -> ([InFlightDownstream], [Offered]) in
-            let offered = s.offered.values.filter { token == nil || $0.message.token == token }
-            if let token { return (s.online[token].map { Array($0.inFlight.values) } ?? [], offered) }
-            return (s.online.values.flatMap { $0.inFlight.values }, offered)
+            let offered = s.sessions.offered.values.filter { token == nil || $0.message.token == token }
+            if let token { return (s.sessions.online[token].map { Array($0.inFlight.values) } ?? [], offered) }
+            return (s.sessions.online.values.flatMap { $0.inFlight.values }, offered)
         }
         return entries.filter { $0.early?.ticket.isPending == true }.map(\.message)
             + offered.filter { $0.early.ticket.isPending }.map(\.message)
@@ -293,8 +285,8 @@ extension Engine {
 
     public func deviceDisconnected(token: String, link: any DeviceLink) {
         let removed = state.withLock { s -> Bool in
-            guard let online = s.online[token], online.link === link else { return false }
-            s.online.removeValue(forKey: token)
+            guard let online = s.sessions.online[token], online.link === link else { return false }
+            s.sessions.online.removeValue(forKey: token)
             return true
         }
         if removed { cluster?.deviceOffline(token: token) }
@@ -304,7 +296,7 @@ extension Engine {
     /// to the sender; a notification for a backgrounded app lands in the tray.
     public func deviceAcknowledged(token: String, deviceMessageID: String) {
         if faults.isActive(.deviceAck) {
-            let sender = state.withLock { $0.online[token]?.inFlight[deviceMessageID]?.message.senderID }
+            let sender = state.withLock { $0.sessions.online[token]?.inFlight[deviceMessageID]?.message.senderID }
             let subject = FaultSubject(sender: sender, token: token, messageID: deviceMessageID, origin: "device:\(token)")
             for action in faults.decide(.deviceAck, subject) {
                 switch action {
@@ -329,8 +321,8 @@ extension Engine {
         let now = clock.nowMillis()
         // One critical section and one lookup of the online entry (changed in place through its index).
         let found: (InFlightDownstream, app: String?, apnsToken: String?, calledOff: Bool)? = state.withLock { s in
-            guard let at = s.online.index(forKey: token),
-                  let entry = s.online.values[at].inFlight.removeValue(forKey: deviceMessageID) else { return nil }
+            guard let at = s.sessions.online.index(forKey: token),
+                  let entry = s.sessions.online.values[at].inFlight.removeValue(forKey: deviceMessageID) else { return nil }
             // Confirmed before its write was taken: the write is called off, here, so that it is known
             // now that the store never holds the message. Not for a notification bound for the tray
             // and a message with a receipt, whose removal must commit together with the tray entry or
@@ -340,10 +332,10 @@ extension Engine {
             // Only a message the store may hold (or another node may announce) can be handed over
             // again on this connection: a backlog read or a commit's hand-over after this confirmation
             // must find it here. One never written cannot come back, and is not remembered.
-            if !calledOff { s.online.values[at].confirmed.insert(deviceMessageID) }
-            if entry.offeredBy != nil { s.online.values[at].confirmedOffers.insert(deviceMessageID) }
+            if !calledOff { s.sessions.online.values[at].confirmed.insert(deviceMessageID) }
+            if entry.offeredBy != nil { s.sessions.online.values[at].confirmedOffers.insert(deviceMessageID) }
             let needsDevice = entry.message.deliveryReceiptRequested || entry.message.kind == .apnsNotification
-            let device = needsDevice ? s.devices[token] : nil
+            let device = needsDevice ? s.registry.devices[token] : nil
             return (entry, entry.message.deliveryReceiptRequested ? device?.app : nil, device?.apnsToken, calledOff)
         }
         guard let (entry, app, apnsToken, calledOff) = found else { return }
@@ -397,24 +389,24 @@ extension Engine {
     /// Changes foreground/background and idle/active; leaving idle hands over what Doze held back.
     public func setDeviceState(token: String, foreground: Bool?, idle: Bool?) async throws(DeviceManagementError) -> DeviceState {
         let (newState, woke): (DeviceState, Bool) = try await change { s in
-            guard let before = s.devices[token] else { return .failure(.unknownDevice(token)) }
-            let stateBefore = s.deviceStates[token] ?? DeviceState()
+            guard let before = s.registry.devices[token] else { return .failure(.unknownDevice(token)) }
+            let stateBefore = s.registry.deviceStates[token] ?? DeviceState()
             var st = stateBefore
             if let foreground { st.foreground = foreground }
             if let idle { st.idle = idle }
             var device = before
             device.state = st.json
-            s.devices[token] = device
-            s.deviceStates[token] = st
+            s.registry.devices[token] = device
+            s.registry.deviceStates[token] = st
             let woke = (stateBefore.idle && !st.idle) || foreground == true
             return .success(Change(value: (st, woke), ops: [.upsertDevice(device)], undo: { [device] s in
-                guard s.devices[token] == device else { return }
-                s.devices[token] = before
-                s.deviceStates[token] = stateBefore
+                guard s.registry.devices[token] == device else { return }
+                s.registry.devices[token] = before
+                s.registry.deviceStates[token] = stateBefore
             }))
         }
         // Leaving Doze, or coming to the foreground (iOS data messages), may release held messages.
-        if woke, let link = state.withLock({ $0.online[token]?.link }) {
+        if woke, let link = state.withLock({ $0.sessions.online[token]?.link }) {
             deliverBacklog(token: token, link: link)
         }
         return newState
@@ -424,7 +416,7 @@ extension Engine {
     /// connection is closed. Later downstream to it gets DEVICE_UNREGISTERED.
     public func uninstall(token: String) async throws(DeviceManagementError) {
         let link: (any DeviceLink)? = try await change { s in
-            guard let before = s.installation(token) else { return .failure(.unknownDevice(token)) }
+            guard let before = s.registry.installation(token) else { return .failure(.unknownDevice(token)) }
             return .success(Self.uninstalling(before, &s))
         }
         link?.close()
@@ -437,26 +429,26 @@ extension Engine {
         var device = before
         device.status = .uninstalled
         if let fresh { device.replacedBy = fresh.token }
-        s.devices[token] = device
+        s.registry.devices[token] = device
         // Offline at once: nothing more is handed to it; the caller closes the connection.
-        let link = s.online.removeValue(forKey: token)?.link
+        let link = s.sessions.online.removeValue(forKey: token)?.link
         let topics = s.topics.removeAll(token: token)
         var ops: [StoreOp] = [.upsertDevice(device), .removeAllMessages(token: token), .clearTray(token: token)]
         if !topics.isEmpty { ops.append(.removeSubscriptions(token: token)) }
         if let fresh {
-            add(fresh, &s)
+            s.registry.add(fresh)
             ops.append(.upsertDevice(fresh))
             if let apns = fresh.apnsToken { ops.append(.removeAPNsFeedbackToken(bundleID: fresh.app, deviceToken: apns)) }
         }
         return Change(value: link, ops: ops, undo: { [device] s in
-            if let fresh, s.devices[fresh.token] == fresh {
-                if let apns = fresh.apnsToken { s.apnsTokens[apns] = token }
-                s.devices[fresh.token] = nil
-                s.deviceStates[fresh.token] = nil
-                s.tokenByDeviceID[fresh.deviceID] = nil
+            if let fresh, s.registry.devices[fresh.token] == fresh {
+                if let apns = fresh.apnsToken { s.registry.apnsTokens[apns] = token }
+                s.registry.devices[fresh.token] = nil
+                s.registry.deviceStates[fresh.token] = nil
+                s.registry.tokenByDeviceID[fresh.deviceID] = nil
             }
-            guard s.devices[token] == device else { return }
-            s.devices[token] = before
+            guard s.registry.devices[token] == device else { return }
+            s.registry.devices[token] = before
             for (topic, at) in topics { s.topics.add(topic, token: token, at: at) }
         })
     }
@@ -470,7 +462,7 @@ extension Engine {
         let fresh = try newRegistration(app: old.app, senders: old.senders, platform: old.platform,
                                         webSubscription: old.webSubscription, apnsToken: old.apnsToken)
         let link: (any DeviceLink)? = try await change { s in
-            guard let before = s.devices[old.token] else { return .failure(.unknownDevice(token)) }
+            guard let before = s.registry.devices[old.token] else { return .failure(.unknownDevice(token)) }
             if let newer = before.replacedBy {
                 return .failure(.invalidRequest("this installation was already re-installed as \(newer)"))
             }
@@ -488,7 +480,7 @@ extension Engine {
     /// be any of the installation's tokens. Returns the record, `canonicalToken` the new token.
     public func refreshToken(_ token: String) async throws(DeviceManagementError) -> DeviceRecord {
         try await change { s in
-            guard let before = s.installation(token) else { return .failure(.unknownDevice(token)) }
+            guard let before = s.registry.installation(token) else { return .failure(.unknownDevice(token)) }
             let key = before.token
             guard before.status == .active else {
                 return .failure(.invalidRequest("the app was uninstalled: its tokens are dead and get no new one"))
@@ -500,12 +492,12 @@ extension Engine {
             let fresh = RegistrationToken.make(instanceID: instance)
             var after = before
             after.refreshedTokens.append(fresh)
-            s.devices[key] = after
-            s.aliases[fresh] = key
+            s.registry.devices[key] = after
+            s.registry.aliases[fresh] = key
             return .success(Change(value: after, ops: [.upsertDevice(after)], undo: { [after] s in
-                guard s.devices[key] == after else { return }
-                s.devices[key] = before
-                s.aliases[fresh] = nil
+                guard s.registry.devices[key] == after else { return }
+                s.registry.devices[key] = before
+                s.registry.aliases[fresh] = nil
             }))
         }
     }
@@ -525,20 +517,20 @@ extension Engine {
             var ops: [StoreOp] = [.removeSenderData(senderID: sender)]
             var links: [any DeviceLink] = []
             var removed = 0
-            for (token, device) in s.devices where device.senders.contains(sender) {
+            for (token, device) in s.registry.devices where device.senders.contains(sender) {
                 if device.senders == [sender] {
                     removed += 1
-                    s.devices[token] = nil
-                    s.deviceStates[token] = nil
-                    s.tokenByDeviceID[device.deviceID] = nil
-                    s.removeAliases(of: device)
-                    if let link = s.online.removeValue(forKey: token)?.link { links.append(link) }
-                    if let apns = device.apnsToken, s.apnsTokens[apns] == token { s.apnsTokens[apns] = nil }
+                    s.registry.devices[token] = nil
+                    s.registry.deviceStates[token] = nil
+                    s.registry.tokenByDeviceID[device.deviceID] = nil
+                    s.registry.removeAliases(of: device)
+                    if let link = s.sessions.online.removeValue(forKey: token)?.link { links.append(link) }
+                    if let apns = device.apnsToken, s.registry.apnsTokens[apns] == token { s.registry.apnsTokens[apns] = nil }
                     _ = s.topics.removeAll(token: token)
                 } else {
                     var shared = device
                     shared.senders.removeAll { $0 == sender }
-                    s.devices[token] = shared
+                    s.registry.devices[token] = shared
                     ops.append(.upsertDevice(shared))
                 }
             }
@@ -546,9 +538,9 @@ extension Engine {
                 for token in tokens { _ = s.topics.remove(topic, token: token) }
             }
             s.groups.removeAll(sender: sender)
-            s.outboundPending[sender] = nil
-            s.upstreamIDs = s.upstreamIDs.filter { $0.key.sender != sender }
-            for id in s.connectionsBySender[sender] ?? [] { s.connections[id]?.inFlight = [:] }
+            s.outbound.pending[sender] = nil
+            s.outbound.upstreamIDs = s.outbound.upstreamIDs.filter { $0.key.sender != sender }
+            for id in s.outbound.connectionsBySender[sender] ?? [] { s.outbound.connections[id]?.inFlight = [:] }
             return .success(Change(value: (removed, links), ops: ops, undo: { s in s = before }))
         }
         for link in links { link.close() }
@@ -561,29 +553,30 @@ extension Engine {
     /// material stay. Returns how many devices were removed.
     public func reset() async throws(DeviceManagementError) -> Int {
         let (count, links): (Int, [any DeviceLink]) = try await change { s in
-            let before = (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending, s.upstreamIDs, s.topics)
+            let before = (s.registry.devices, s.registry.deviceStates, s.registry.tokenByDeviceID, s.outbound.pending, s.outbound.upstreamIDs, s.topics)
             let groupsBefore = s.groups
-            let apnsBefore = s.apnsTokens
-            let aliasesBefore = s.aliases
-            s.apnsTokens = [:]
-            s.aliases = [:]
-            let links = s.online.values.map(\.link)
-            let count = s.devices.count
+            let apnsBefore = s.registry.apnsTokens
+            let aliasesBefore = s.registry.aliases
+            s.registry.apnsTokens = [:]
+            s.registry.aliases = [:]
+            let links = s.sessions.online.values.map(\.link)
+            let count = s.registry.devices.count
             s.groups.removeAll()
-            s.devices = [:]
-            s.deviceStates = [:]
-            s.tokenByDeviceID = [:]
-            s.online = [:]
-            s.outboundPending = [:]
-            s.upstreamIDs = [:]
+            s.registry.devices = [:]
+            s.registry.deviceStates = [:]
+            s.registry.tokenByDeviceID = [:]
+            s.sessions.online = [:]
+            s.outbound.pending = [:]
+            s.outbound.upstreamIDs = [:]
             s.topics = TopicRegistry()
-            for id in s.connections.keys { s.connections[id]?.inFlight = [:] }
+            for id in s.outbound.connections.keys { s.outbound.connections[id]?.inFlight = [:] }
             return .success(Change(value: (count, links), ops: [.removeAllDevices], undo: { s in
-                guard s.devices.isEmpty else { return }
-                (s.devices, s.deviceStates, s.tokenByDeviceID, s.outboundPending, s.upstreamIDs, s.topics) = before
+                guard s.registry.devices.isEmpty else { return }
+                (s.registry.devices, s.registry.deviceStates, s.registry.tokenByDeviceID, s.outbound.pending, s.outbound.upstreamIDs, s.topics) = before
                 s.groups = groupsBefore
-                s.apnsTokens = apnsBefore
-                s.aliases = aliasesBefore
+                s.registry.apnsTokens = apnsBefore
+                s.registry.aliases = aliasesBefore
+                s.outbound.forgetExpiryBounds()
             }))
         }
         for link in links { link.close() }
@@ -593,7 +586,7 @@ extension Engine {
     /// Closes the device's connection (the device goes offline), if it has one.
     @discardableResult
     public func disconnectDevice(token: String) -> Bool {
-        guard let link = state.withLock({ $0.online[token]?.link }) else { return false }
+        guard let link = state.withLock({ $0.sessions.online[token]?.link }) else { return false }
         link.close()
         return true
     }
@@ -603,8 +596,8 @@ extension Engine {
     public func tapNotification(token: String, deviceMessageID: String) async throws(DeviceManagementError) -> TrayEntry? {
         guard device(token: token) != nil else { throw .unknownDevice(token) }
         let claim = token + " " + deviceMessageID
-        guard state.withLock({ $0.taps.insert(claim).inserted }) else { return nil }
-        defer { state.withLock { _ = $0.taps.remove(claim) } }
+        guard state.withLock({ $0.sessions.taps.insert(claim).inserted }) else { return nil }
+        defer { state.withLock { _ = $0.sessions.taps.remove(claim) } }
         let entries: [TrayEntry]
         do { entries = try store.tray(token: token) } catch { throw .storeFailure("\(error)") }
         guard let entry = entries.first(where: { $0.deviceMessageID == deviceMessageID }) else { return nil }

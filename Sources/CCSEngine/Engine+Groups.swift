@@ -20,7 +20,7 @@ extension Engine {
         let now = clock.nowMillis()
         let change: DeviceGroupChange = try await change(storeFailure: { DeviceGroupError.storeFailure($0) }) { s in
             let decided = s.groups.plan(operation, sender: sender, now: now, newID: NotificationKey.newGroupID) { token in
-                guard let d = s.installation(token) else { return false }
+                guard let d = s.registry.installation(token) else { return false }
                 return d.status == .active && d.senders.contains(sender)
             }
             switch decided {

@@ -66,18 +66,18 @@ extension Engine {
         for (k, v) in object["data"]?.objectValue ?? [:] { if case .string(let s) = v { data[k] = s } }
         let now = clock.nowMillis()
         let check: UpstreamCheck = state.withLock { s in
-            guard let device = s.devices[token], device.status == .active else { return .error("DEVICE_UNREGISTERED") }
+            guard let device = s.registry.devices[token], device.status == .active else { return .error("DEVICE_UNREGISTERED") }
             guard device.senders.contains(senderID) else { return .error("INVALID_SENDER") }
             // The id is taken from here on (until ACKed or given up), so that a second copy sent
             // before the first is committed is a duplicate too.
             // One lookup of the holder (its key hashes a 150-byte token), then through its index.
             let held = UpstreamHolder(sender: senderID, token: token)
-            let at = s.upstreamIDs.index(forKey: held)
-            if let at, s.upstreamIDs.values[at].contains(messageID) { return .error("DUPLICATE_MESSAGE_ID") }
-            if (at.map { s.upstreamIDs.values[$0].count } ?? 0) >= configuration.maxPendingUpstreamPerDevice {
+            let at = s.outbound.upstreamIDs.index(forKey: held)
+            if let at, s.outbound.upstreamIDs.values[at].contains(messageID) { return .error("DUPLICATE_MESSAGE_ID") }
+            if (at.map { s.outbound.upstreamIDs.values[$0].count } ?? 0) >= configuration.maxPendingUpstreamPerDevice {
                 return .error("TOO_MANY_MESSAGES")
             }
-            if let at { s.upstreamIDs.values[at].insert(messageID) } else { s.upstreamIDs[held] = [messageID] }
+            if let at { s.outbound.upstreamIDs.values[at].insert(messageID) } else { s.outbound.upstreamIDs[held] = [messageID] }
             return .ok(app: device.app, from: device.canonicalToken)
         }
         let category: String, from: String
@@ -113,15 +113,15 @@ extension Engine {
         let key = record.key
         let ticket = WriteTicket()
         let sends = state.withLock { s -> [Send]? in
-            guard s.outboundPending[record.senderID]?.isEmpty ?? true else { return nil }
-            s.outboundPending[record.senderID, default: []].append(record)
+            guard s.outbound.pending[record.senderID]?.isEmpty ?? true else { return nil }
+            s.outbound.append(record)
             let sends = dispatchOutbound(sender: record.senderID, &s)
             // No open connection had room: it was the only item, so nothing went out.
-            guard s.outboundPending[record.senderID]?.isEmpty ?? true else {
-                s.outboundPending[record.senderID] = nil
+            guard s.outbound.pending[record.senderID]?.isEmpty ?? true else {
+                s.outbound.pending[record.senderID] = nil
                 return nil
             }
-            s.liveUpstream[key] = LiveUpstream(ticket: ticket, settle: completion)
+            s.outbound.liveUpstream[key] = LiveUpstream(ticket: ticket, settle: completion)
             return sends
         }
         guard let sends else { return false }
@@ -130,7 +130,7 @@ extension Engine {
         // the completion at once, and the completion takes the lock.
         committer.submit([.addOutbound(record)], ticket: ticket) { [self] error in
             state.withLock { s in
-                if s.liveUpstream[key]?.ticket === ticket { s.liveUpstream[key] = nil }
+                if s.outbound.liveUpstream[key]?.ticket === ticket { s.outbound.liveUpstream[key] = nil }
                 if error != nil { Self.releaseUpstreamID(of: record, &s) }
             }
             completion(error == nil ? .sent(messageID: record.messageID)
@@ -144,9 +144,9 @@ extension Engine {
     static func releaseUpstreamID(of r: OutboundRecord, _ s: inout State) {
         guard r.kind == .upstream else { return }
         // One lookup of the holder (its key hashes a 150-byte token), changed in place through its index.
-        guard let at = s.upstreamIDs.index(forKey: UpstreamHolder(sender: r.senderID, token: r.token)) else { return }
-        s.upstreamIDs.values[at].remove(r.messageID)
-        if s.upstreamIDs.values[at].isEmpty { s.upstreamIDs.remove(at: at) }
+        guard let at = s.outbound.upstreamIDs.index(forKey: UpstreamHolder(sender: r.senderID, token: r.token)) else { return }
+        s.outbound.upstreamIDs.values[at].remove(r.messageID)
+        if s.outbound.upstreamIDs.values[at].isEmpty { s.outbound.upstreamIDs.remove(at: at) }
     }
 
     private enum UpstreamCheck {
@@ -171,10 +171,10 @@ extension Engine {
                 }
                 return []
             }
-            s.outboundPending[record.senderID, default: []].append(record)
+            s.outbound.append(record)
             let sends = dispatchOutbound(sender: record.senderID, &s)
-            while let count = s.outboundPending[record.senderID]?.count, count > configuration.maxPendingOutboundPerSender,
-                  let oldest = s.outboundPending[record.senderID]?.removeFirst() {
+            while let count = s.outbound.pending[record.senderID]?.count, count > configuration.maxPendingOutboundPerSender,
+                  let oldest = s.outbound.pending[record.senderID]?.removeFirst() {
                 Self.releaseUpstreamID(of: oldest, &s)
                 dropped.append(oldest)
             }
@@ -192,62 +192,57 @@ extension Engine {
 
     /// Whether the sender has a connection here that takes outbound traffic (one not draining).
     static func hasOpenConnection(sender: String, _ s: State) -> Bool {
-        (s.connectionsBySender[sender] ?? []).contains { s.connections[$0]?.link.isDraining == false }
+        (s.outbound.connectionsBySender[sender] ?? []).contains { s.outbound.connections[$0]?.link.isDraining == false }
     }
 
     /// In a cluster: when the sender has no open connection here any more, what waits here for it is
     /// given up to the other nodes (taken out of this node's state; the caller releases the records).
     func releasableOutbound(sender: String, _ s: inout State) -> [OutboundRecord] {
         guard cluster != nil, !Self.hasOpenConnection(sender: sender, s),
-              let queue = s.outboundPending.removeValue(forKey: sender) else { return [] }
+              let queue = s.outbound.pending.removeValue(forKey: sender) else { return [] }
         for r in queue { Self.releaseUpstreamID(of: r, &s) }
         return Array(queue)
     }
 
     /// Puts records back at the front of the sender's queue, oldest first.
     func requeue(_ records: [OutboundRecord], sender: String, _ s: inout State) {
-        guard !records.isEmpty else { return }
-        let sorted = records.sorted { $0.createdAt < $1.createdAt }
-        // Taken out of the map first, so that the queue is changed in place rather than copied.
-        var queue = s.outboundPending.removeValue(forKey: sender) ?? []
-        queue.insert(contentsOf: sorted, at: 0)
-        s.outboundPending[sender] = queue
+        s.outbound.requeue(records, sender: sender)
     }
 
     /// Hands queued outbound messages to the sender's connections: each message to the connection with
     /// the most free window (ties broken round-robin), never past the window, never to a draining one.
     func dispatchOutbound(sender: String, _ s: inout State) -> [Send] {
-        guard s.outboundPending[sender]?.isEmpty == false else { return [] }
+        guard s.outbound.pending[sender]?.isEmpty == false else { return [] }
         let window = configuration.maxUnackedOutbound
         // Each connection's entry is read once per round, through its index: reading
-        // `s.connections[id]?.…` copied the whole entry (its link, its info, its in-flight map) for
+        // `s.outbound.connections[id]?.…` copied the whole entry (its link, its info, its in-flight map) for
         // every connection and every message handed out.
         var open: [(index: Dictionary<String, ConnectionEntry>.Index, free: Int)] = []
-        for id in s.connectionsBySender[sender] ?? [] {
-            guard let at = s.connections.index(forKey: id), !s.connections.values[at].link.isDraining else { continue }
-            open.append((at, window - s.connections.values[at].inFlight.count))
+        for id in s.outbound.connectionsBySender[sender] ?? [] {
+            guard let at = s.outbound.connections.index(forKey: id), !s.outbound.connections.values[at].link.isDraining else { continue }
+            open.append((at, window - s.outbound.connections.values[at].inFlight.count))
         }
         guard !open.isEmpty else { return [] }
         // Taken out of the map while it is worked on: a copy read from the map shares its storage, and
         // the first removal then copied the whole queue (per message handed out).
-        var queue = s.outboundPending.removeValue(forKey: sender)!
+        var queue = s.outbound.pending.removeValue(forKey: sender)!
         let now = clock.nowMillis()
         var batches: [String: [OutboundMessage]] = [:]
-        s.roundRobin &+= 1
+        s.outbound.roundRobin &+= 1
         while let next = queue.first {
             var best = -1
             var bestFree = 0
             for k in 0..<open.count {
-                let i = (k + s.roundRobin) % open.count
+                let i = (k + s.outbound.roundRobin) % open.count
                 if open[i].free > bestFree { best = i; bestFree = open[i].free }
             }
             guard best >= 0 else { break }
             let at = open[best].index
-            let chosen = s.connections.keys[at]
+            let chosen = s.outbound.connections.keys[at]
             // Expired ones are dropped by the tick, which tells the device; until then (and for TTL 0,
             // "now or never") a free window takes them.
             queue.removeFirst()
-            if s.connections.values[at].inFlight.updateValue(SentOutbound(record: next, sentAt: now), forKey: next.key) == nil {
+            if s.outbound.connections.values[at].inFlight.updateValue(SentOutbound(record: next, sentAt: now), forKey: next.key) == nil {
                 open[best].free -= 1
             }
             switch next.kind {
@@ -258,11 +253,11 @@ extension Engine {
                 journal(.receiptSent, messageID: about, sender: sender, token: next.token, connection: chosen)
             }
             batches[chosen, default: []].append(OutboundMessage(messageID: next.messageID, json: next.json))
-            s.roundRobin &+= 1
+            s.outbound.roundRobin &+= 1
         }
-        s.outboundPending[sender] = queue
+        s.outbound.pending[sender] = queue
         return batches.compactMap { id, messages in
-            s.connections[id].map { .appServer($0.link, messages) }
+            s.outbound.connections[id].map { .appServer($0.link, messages) }
         }
     }
 
@@ -275,15 +270,15 @@ extension Engine {
         let sends = state.withLock { s -> [Send] in
             // Changed in place: a copy of the entry shared its in-flight map, which the removal then
             // copied whole (up to the window's 100 items per ACK).
-            guard let key = s.connections[connectionID]?.acknowledged(messageID: messageID, to: to),
-                  let sent = s.connections[connectionID]?.inFlight.removeValue(forKey: key),
-                  let senderID = s.connections[connectionID]?.info.senderID else { return [] }
+            guard let key = s.outbound.connections[connectionID]?.acknowledged(messageID: messageID, to: to),
+                  let sent = s.outbound.connections[connectionID]?.inFlight.removeValue(forKey: key),
+                  let senderID = s.outbound.connections[connectionID]?.info.senderID else { return [] }
             Self.releaseUpstreamID(of: sent.record, &s)
             if let about = sent.record.aboutMessageID {
                 journal(.receiptAcked, messageID: about, sender: sent.record.senderID, token: sent.record.token,
                         connection: connectionID)
             }
-            if let live = s.liveUpstream.removeValue(forKey: key), live.ticket.cancel() {
+            if let live = s.outbound.liveUpstream.removeValue(forKey: key), live.ticket.cancel() {
                 // Its write was called off: there is nothing to remove, and the device's `sent` is due now.
                 settled = (live.settle, sent.record.messageID)
                 return dispatchOutbound(sender: senderID, &s)
@@ -292,8 +287,8 @@ extension Engine {
                                             token: sent.record.token, messageID: sent.record.messageID)
             if cluster != nil {
                 // Until the removal commits, the store still holds it: the admin view must not list it.
-                s.outboundRemoving.insert(key)
-                committer.submit(op) { [self] _ in state.withLock { _ = $0.outboundRemoving.remove(key) } }
+                s.outbound.removing.insert(key)
+                committer.submit(op) { [self] _ in state.withLock { _ = $0.outbound.removing.remove(key) } }
             } else {
                 committer.submit(op)
             }
@@ -317,7 +312,7 @@ extension Engine {
     public func outbound() -> [OutboundSnapshot] {
         var held = outboundHeldHere()
         if let cluster {
-            let (releasing, removing) = state.withLock { ($0.outboundReleasing, $0.outboundRemoving) }
+            let (releasing, removing) = state.withLock { ($0.outbound.releasing, $0.outbound.removing) }
             for r in releasing.values {
                 held.append(OutboundSnapshot(senderID: r.senderID, kind: r.kind, messageID: r.messageID, token: r.token,
                                              connectionID: nil, expiresAt: r.expiresAt))
@@ -335,14 +330,14 @@ extension Engine {
     private func outboundHeldHere() -> [OutboundSnapshot] {
         state.withLock { s in
             var out: [OutboundSnapshot] = []
-            for (id, entry) in s.connections {
+            for (id, entry) in s.outbound.connections {
                 for sent in entry.inFlight.values {
                     out.append(OutboundSnapshot(senderID: sent.record.senderID, kind: sent.record.kind,
                                                 messageID: sent.record.messageID, token: sent.record.token,
                                                 connectionID: id, expiresAt: sent.record.expiresAt))
                 }
             }
-            for (_, queue) in s.outboundPending {
+            for (_, queue) in s.outbound.pending {
                 for r in queue {
                     out.append(OutboundSnapshot(senderID: r.senderID, kind: r.kind, messageID: r.messageID,
                                                 token: r.token, connectionID: nil, expiresAt: r.expiresAt))
@@ -363,31 +358,33 @@ extension Engine {
         var expired: [OutboundRecord] = []
         let sends = state.withLock { s -> [Send] in
             var touched: Set<String> = []
-            for (sender, queue) in s.outboundPending {
-                let (dead, live) = queue.reduce(into: ([OutboundRecord](), Deque<OutboundRecord>())) { acc, r in
-                    if r.expiresAt <= now { acc.0.append(r) } else { acc.1.append(r) }
-                }
-                if !dead.isEmpty {
-                    expired += dead
-                    s.outboundPending[sender] = live
+            expired = s.outbound.expiredPending(now: now)
+            // A connection's window holds at most --max-unacked items: read in place, and its entry
+            // changed only when one of them is due.
+            let ackTimeout = configuration.ackTimeoutMillis
+            let due = s.outbound.connections.indices.filter { at in
+                s.outbound.connections.values[at].inFlight.values.contains {
+                    $0.record.expiresAt <= now || now - $0.sentAt >= ackTimeout
                 }
             }
-            for (id, var entry) in s.connections {
+            // Values change below, keys do not: the indices stay valid.
+            for at in due {
                 var timedOut: [OutboundRecord] = []
+                var entry = s.outbound.connections.values[at]
+                s.outbound.connections.values[at].inFlight = [:]  // the entry's map is changed in place below
                 for (key, sent) in entry.inFlight {
                     if sent.record.expiresAt <= now {
                         entry.inFlight.removeValue(forKey: key)
                         expired.append(sent.record)
-                    } else if now - sent.sentAt >= configuration.ackTimeoutMillis {
+                    } else if now - sent.sentAt >= ackTimeout {
                         entry.inFlight.removeValue(forKey: key)
                         timedOut.append(sent.record)
                     }
                 }
-                let freed = s.connections[id].map { $0.inFlight.count > entry.inFlight.count } ?? false
-                s.connections[id] = entry
+                s.outbound.connections.values[at] = entry
                 requeue(timedOut, sender: entry.info.senderID, &s)
                 // A window opened on this connection: its sender may send what waits.
-                if freed { touched.insert(entry.info.senderID) }
+                touched.insert(entry.info.senderID)
             }
             for r in expired { Self.releaseUpstreamID(of: r, &s) }
             return touched.flatMap { dispatchOutbound(sender: $0, &s) }
@@ -403,7 +400,7 @@ extension Engine {
     func outboundDropped(_ r: OutboundRecord, now: Int64, error: String) {
         // Given up before its live write was taken: it is never written, and the device hears only
         // `send_error`. (Taken already: its commit answers `sent` first, as on the path without one.)
-        if let live = state.withLock({ $0.liveUpstream.removeValue(forKey: r.key) }) { _ = live.ticket.cancel() }
+        if let live = state.withLock({ $0.outbound.liveUpstream.removeValue(forKey: r.key) }) { _ = live.ticket.cancel() }
         var ops: [StoreOp] = [.removeOutbound(senderID: r.senderID, kind: r.kind, token: r.token, messageID: r.messageID)]
         var notice: QueuedMessage?
         if r.kind == .upstream {

@@ -67,7 +67,7 @@ extension Engine {
               completion answered: @escaping @Sendable (SendResult) -> Void) {
         let now = clock.nowMillis()
         let lookup: Lookup = state.withLock { s in
-            guard let device = s.installation(given) else { return .refused(.invalidRegistration(token: given)) }
+            guard let device = s.registry.installation(given) else { return .refused(.invalidRegistration(token: given)) }
             let to = device.token
             if device.status != .active { return .refused(.unregistered(token: given)) }
             if case .fcm = origin, !device.senders.contains(senderID) {
@@ -83,8 +83,8 @@ extension Engine {
                 return .refused(.deviceMessageRateExceeded(token: to, retryAfterMillis: wait))
             }
             let id = DeviceMessageID.make(micros: nextMicros(&s), senderHash: DeviceMessageID.senderHash(senderID))
-            let deviceState = s.deviceStates[to] ?? DeviceState()
-            let takesNow = s.online[to]?.loaded == true
+            let deviceState = s.registry.deviceStates[to] ?? DeviceState()
+            let takesNow = s.sessions.online[to]?.loaded == true
             let canonical = device.refreshedTokens.last.flatMap { $0 == given ? nil : $0 }
             // Only what the rest needs leaves the lock: a whole record would be a dozen retains per message.
             return .found(app: device.app, platform: device.platform, id, deviceState, takesNow,
@@ -149,8 +149,8 @@ extension Engine {
         // (which marks the device and submits its queue's removal under this lock) comes either before
         // (NACK) or after (its removal follows this write), never between.
         let plan = state.withLock { s -> DownstreamPlan in
-            guard s.devices[to]?.status == .active else { return .unregistered }
-            if let early, s.online[to]?.loaded == true {
+            guard s.registry.devices[to]?.status == .active else { return .unregistered }
+            if let early, s.sessions.online[to]?.loaded == true {
                 // The device can take it now: hand it over at once and write it in the background. If
                 // the device confirms it before the writer gets to it, the write is called off and the
                 // ACK follows the confirmation; otherwise the ACK follows the commit, as for every message.
@@ -170,7 +170,7 @@ extension Engine {
                 // It went offline (or to sleep) in between: store it like any other message.
                 if message.timeToLive == 0 { return .dropped }
             }
-            if queued.kind == .apnsNotification { s.online[to]?.apnsStored = .mayHold }
+            if queued.kind == .apnsNotification { s.sessions.online[to]?.apnsStored = .mayHold }
             committer.submit(.enqueue(queued, limits: limits ?? storageLimits(token: to, senderID: senderID, now: now))) { [self] error in
                 if error == nil {
                     journal(.stored, queued)
@@ -197,7 +197,7 @@ extension Engine {
     /// writer's largest work on the APNs path (docs/benchmarks.md).
     func needsCollapse(_ m: QueuedMessage, token: String, _ s: State) -> Bool {
         guard m.kind == .apnsNotification, m.collapseKey == Self.apnsStoreAndForwardKey, cluster == nil,
-              let online = s.online[token], online.apnsStored == .holdsNone else { return true }
+              let online = s.sessions.online[token], online.apnsStored == .holdsNone else { return true }
         for (id, other) in online.inFlight where id != m.deviceMessageID && other.message.kind == .apnsNotification {
             guard let early = other.early, early.ticket.isCancelled else { return true }
         }
@@ -224,15 +224,15 @@ extension Engine {
         let id = queued.deviceMessageID
         // Under the lock for the same reason as below: an uninstall comes before or after, not between.
         let submitted = state.withLock { s -> Bool in
-            guard s.devices[queued.token]?.status == .active else { return false }
-            s.offered[id] = Offered(message: queued, early: early)
+            guard s.registry.devices[queued.token]?.status == .active else { return false }
+            s.sessions.offered[id] = Offered(message: queued, early: early)
             if let key = queued.collapseKey { committer.submit(.collapse(token: queued.token, collapseKey: key)) }
             committer.submit([.enqueue(queued, limits: limits)], ticket: early.ticket) { [self] error in
                 // Written: a confirmation that came meanwhile, or comes later, removes it (the device
                 // has it), after this commit in the writer's order.
                 let confirmed = state.withLock { s -> Bool in
-                    guard let o = s.offered.removeValue(forKey: id) else { return false }
-                    if !o.confirmed && error == nil { s.writtenOffers.insert(id, queued.token) }
+                    guard let o = s.sessions.offered.removeValue(forKey: id) else { return false }
+                    if !o.confirmed && error == nil { s.sessions.writtenOffers.insert(id, queued.token) }
                     return o.confirmed
                 }
                 if confirmed && error == nil { committer.submit(.removeMessage(token: queued.token, deviceMessageID: id)) }

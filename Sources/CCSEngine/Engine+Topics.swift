@@ -84,7 +84,7 @@ extension Engine {
                 var ops: [StoreOp] = []
                 for index in changes.indices {
                     // A refreshed token subscribes its installation (the subscriptions are the app's).
-                    guard let device = s.installation(changes[index].token), device.status == .active else {
+                    guard let device = s.registry.installation(changes[index].token), device.status == .active else {
                         results[index] = .failure(.notFound); continue
                     }
                     changes[index].token = device.token
@@ -110,7 +110,7 @@ extension Engine {
     /// The token's topics of one sender with the date each was added (ms); nil for an unknown token.
     public func topics(token: String, senderID: String) -> [String: Int64]? {
         state.withLock { s in
-            guard let device = s.installation(token) else { return nil }
+            guard let device = s.registry.installation(token) else { return nil }
             return s.topics.topics(token: device.token, senderID: senderID)
         }
     }
@@ -127,7 +127,7 @@ extension Engine {
     /// The senders whose server key is `key` (the config file's, or the one recorded in permissive mode).
     public func senders(withServerKey key: String) -> [String] {
         var found = Set(configuration.configuredSenders.filter { $0.value == key }.map(\.key))
-        state.withLock { s in for (id, record) in s.senders where record.serverKey == key { found.insert(id) } }
+        state.withLock { s in for (id, record) in s.registry.senders where record.serverKey == key { found.insert(id) } }
         return found.sorted()
     }
 
@@ -204,7 +204,7 @@ extension Engine {
                 audience = .subscribers(senderID: senderID, topic: name)
             case .condition(let condition):
                 members = Set(s.topics.matches(condition, senderID: senderID) {
-                    s.devices.values.filter { $0.status == .active && $0.senders.contains(senderID) }.map(\.token)
+                    s.registry.devices.values.filter { $0.status == .active && $0.senders.contains(senderID) }.map(\.token)
                 })
                 audience = .tokens(Array(members))
             }
@@ -214,7 +214,7 @@ extension Engine {
             if message.timeToLive == 0 {
                 // "Now or never": the members that can take it now get it; nothing is stored.
                 var sends: [Send] = []
-                for token in members where s.online[token]?.loaded == true {
+                for token in members where s.sessions.online[token]?.loaded == true {
                     sends += take([Self.copy(of: queued, for: token, s)], token: token, &s)
                 }
                 return .live(sends, micros)
@@ -257,7 +257,7 @@ extension Engine {
     /// it from the store; the rest get it when they connect).
     private func handOverFannedOut(_ queued: QueuedMessage, members: Set<String>) {
         let sends = state.withLock { s -> [Send] in
-            let ready = s.online.filter { $0.value.loaded && members.contains($0.key) }.map(\.key)
+            let ready = s.sessions.online.filter { $0.value.loaded && members.contains($0.key) }.map(\.key)
             var sends: [Send] = []
             for token in ready { sends += take([Self.copy(of: queued, for: token, s)], token: token, &s) }
             return sends
@@ -270,7 +270,7 @@ extension Engine {
     private static func copy(of queued: QueuedMessage, for token: String, _ s: State) -> QueuedMessage {
         var copy = queued
         copy.token = token
-        if queued.collapseKey == nil, queued.isNotification { copy.collapseKey = s.devices[token]?.app }
+        if queued.collapseKey == nil, queued.isNotification { copy.collapseKey = s.registry.devices[token]?.app }
         return copy
     }
 }

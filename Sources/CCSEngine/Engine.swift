@@ -86,196 +86,24 @@ public final class Engine: Sendable {
         }
     }
 
-    struct InFlightDownstream {
-        var message: QueuedMessage
-        var toTray: Bool
-        /// Handed over before it was committed: its write may still be called off, and then the
-        /// app server's ACK comes from the device's confirmation instead of the commit.
-        var early: EarlyDelivery? = nil
-        /// Offered by this node (its id) before it was written there: the device's confirmation goes
-        /// back to it, and this node removes nothing. Nil once the message is known written (its
-        /// commit was announced, or it was read from the store).
-        var offeredBy: String? = nil
-    }
-
-    struct EarlyDelivery {
-        let ticket: WriteTicket
-        let settle: @Sendable (SendResult) -> Void
-    }
-
-    struct OnlineDevice {
-        let link: any DeviceLink
-        /// The device's platform (fixed for a registration), kept here for the hand-over path.
-        var platform: Platform?
-        /// False until the queue as of connection time has been read and handed over.
-        var loaded = false
-        /// Written to this connection and not yet ACKed by the device.
-        var inFlight: [String: InFlightDownstream] = [:]
-        /// The newest messages the device ACKed on this connection: a queue read before their removal
-        /// commits, or another node's announcement of one, must not hand them over again.
-        var confirmed = RecentIDs(capacity: Engine.confirmationsKept)
-        /// Of those, the ones offered by another node and confirmed back to it: if their write is
-        /// announced after all, this node removes them.
-        var confirmedOffers = RecentIDs(capacity: Engine.confirmationsKept)
-        /// Whether the store may hold an APNs notification of this device that is not on this
-        /// connection (Apple's store-and-forward collapse would have to remove it).
-        var apnsStored = APNsStoredKnowledge.unknown
-    }
-
-    /// What this node knows of a connected device's stored APNs notifications (`Engine.needsCollapse`).
-    enum APNsStoredKnowledge {
-        /// Not yet: the queue as of connection time has not been read.
-        case unknown
-        /// The queue read at connection time held none, and none has been stored since.
-        case holdsNone
-        /// Some may be stored (read at connection, stored while connected): every newer one collapses.
-        case mayHold
-    }
-
-    /// The newest `capacity` ids added, each with a value, oldest forgotten first (an id added again
-    /// keeps its place).
-    struct RecentMap<Value: Sendable>: Sendable {
-        let capacity: Int
-        private var order = Deque<String>()
-        private var values: [String: Value] = [:]
-
-        init(capacity: Int) { self.capacity = capacity }
-
-        func contains(_ id: String) -> Bool { values[id] != nil }
-
-        mutating func insert(_ id: String, _ value: Value) {
-            guard values.updateValue(value, forKey: id) == nil else { return }
-            order.append(id)
-            if order.count > capacity, let oldest = order.popFirst() { values[oldest] = nil }
-        }
-
-        /// The value of `id` if it is here; it is forgotten.
-        mutating func take(_ id: String) -> Value? { values.removeValue(forKey: id) }
-    }
-
-    /// Ids alone.
-    typealias RecentIDs = RecentMap<Void>
-
-    /// Confirmations remembered per connection (`OnlineDevice.confirmed`, `confirmedOffers`).
-    static let confirmationsKept = 256
-
-    struct SentOutbound {
-        var record: OutboundRecord
-        var sentAt: Int64
-    }
-
-    /// An outbound item is one device's: two devices may use the same upstream message id, and an
-    /// app server may reuse a message id (and so a receipt id) for two devices.
-    struct OutboundKey: Hashable {
-        var kind: OutboundKind
-        var token: String
-        var messageID: String
-    }
-
-    /// A device's upstream messages to one sender.
-    struct UpstreamHolder: Hashable {
-        var sender: String
-        var token: String
-    }
-
-    struct ConnectionEntry {
-        var info: AppServerConnectionInfo
-        let link: any AppServerLink
-        /// Upstream messages and receipts written to this connection and not yet ACKed.
-        var inFlight: [OutboundKey: SentOutbound] = [:]
-
-        /// The in-flight item an app server's ACK of `messageID` (receipts with or without `dr2:`)
-        /// means: the one from the device named by `to` when there is one, else the oldest with that id
-        /// (a receipt's ACK carries no device; same-id receipts are then ACKed oldest first).
-        func acknowledged(messageID: String, to: String?) -> OutboundKey? {
-            if let to, inFlight[OutboundKey(kind: .upstream, token: to, messageID: messageID)] != nil {
-                return OutboundKey(kind: .upstream, token: to, messageID: messageID)
-            }
-            let receiptID = DeliveryReceipt.messageIDPrefix + messageID
-            var best: (key: OutboundKey, sent: SentOutbound)?
-            for (key, sent) in inFlight where key.messageID == messageID || key.messageID == receiptID {
-                if key.token == to { return key }
-                if best == nil || (sent.sentAt, sent.record.createdAt) < (best!.sent.sentAt, best!.sent.record.createdAt) {
-                    best = (key, sent)
-                }
-            }
-            return best?.key
-        }
-    }
-
+    /// Everything the engine knows, under its one lock: each component has one job and its own
+    /// file; an operation that spans them (a hand-over reads the registry and changes a session and
+    /// the queue's write in one step) sees them all at once. docs/architecture.md says why one lock.
     struct State {
-        var senders: [String: SenderRecord] = [:]
-        var devices: [String: DeviceRecord] = [:]
-        var deviceStates: [String: DeviceState] = [:]
-        var tokenByDeviceID: [String: String] = [:]
-        var online: [String: OnlineDevice] = [:]
-        var connections: [String: ConnectionEntry] = [:]
-        var connectionsBySender: [String: [String]] = [:]
-        /// Outbound messages per sender not on any connection, oldest first.
-        var outboundPending: [String: Deque<OutboundRecord>] = [:]
-        /// Ids of the upstream messages each device has waiting for each sender (pending or sent and
-        /// not ACKed): the duplicate and per-device limit checks look here, not through the queues.
-        var upstreamIDs: [UpstreamHolder: Set<String>] = [:]
-        var lastMicros: Int64 = 0
-        var roundRobin = 0
-        /// Tray entries being tapped ("token id"): a second tap of the same one finds nothing.
-        var taps: Set<String> = []
+        /// Who exists: senders, device registrations and each device's state.
+        var registry = Registry()
+        /// Which devices are connected, what each holds unconfirmed, what other nodes offered.
+        var sessions = DeviceSessions()
+        /// Upstream messages and receipts on their way to app-server connections.
+        var outbound = OutboundRouter()
         var topics = TopicRegistry()
         var groups = DeviceGroupRegistry()
-        /// APNs device token → the registration token of its newest registration.
-        var apnsTokens: [String: String] = [:]
-        /// In a cluster: items given up to the other nodes whose release is not committed yet, and items
-        /// ACKed here whose removal is not: the admin view shows the first and not the second.
-        var outboundReleasing: [OutboundKey: OutboundRecord] = [:]
-        var outboundRemoving: Set<OutboundKey> = []
-        /// Upstream messages handed to an app server before their write was taken by the writer: an
-        /// ACK that comes first calls the write off and answers the device (Engine+Outbound.swift).
-        var liveUpstream: [OutboundKey: LiveUpstream] = [:]
-        /// Messages offered to the device's node before their write (by device message id): its
-        /// confirmation calls the write off and answers the sender (Engine+Cluster.swift).
-        var offered: [String: Offered] = [:]
-        /// Offered messages whose write committed before any confirmation came: a confirmation that
-        /// comes later removes them (the newest `writtenOffersKept`).
-        var writtenOffers = RecentMap<String>(capacity: Engine.writtenOffersKept)
         /// Messages counted against each device's rate limit (nil: `--device-message-rate` is off).
         var deviceRates: RateLimiter? = nil
         /// Messages counted against each sender's topics (nil: `--topic-message-rate` is off).
         var topicRates: RateLimiter? = nil
-        /// A refreshed token → the token of its installation (the key of `devices`, queues and links).
-        var aliases: [String: String] = [:]
-
-        /// The installation `token` names: by its first token (its key, `DeviceRecord.token`) or by one
-        /// it was given later. Nil for a token no installation has had.
-        func installation(_ token: String) -> DeviceRecord? {
-            if let device = devices[token] { return device }
-            return aliases[token].flatMap { devices[$0] }
-        }
-
-        mutating func addAliases(of record: DeviceRecord) {
-            for t in record.refreshedTokens { aliases[t] = record.token }
-        }
-
-        mutating func removeAliases(of record: DeviceRecord) {
-            for t in record.refreshedTokens where aliases[t] == record.token { aliases[t] = nil }
-        }
-    }
-
-    struct Offered {
-        let message: QueuedMessage
-        let early: EarlyDelivery
-        /// Confirmed after the writer took its write: removed once that commits.
-        var confirmed = false
-    }
-
-    /// Device message id → token of the newest offered messages that were written unconfirmed. Enough
-    /// for the confirmations of several seconds at the highest rate measured (about 20,000 messages a
-    /// second across nodes): a confirmation comes within the live-write delay plus a round trip, or its
-    /// device has left and confirms nothing.
-    static let writtenOffersKept = 65_536
-
-    struct LiveUpstream {
-        let ticket: WriteTicket
-        let settle: @Sendable (UpstreamOutcome) -> Void
+        /// The newest message timestamp given out (`nextMicros`): ids stay ordered when the clock is not.
+        var lastMicros: Int64 = 0
     }
 
     public let configuration: Configuration
@@ -334,9 +162,9 @@ public final class Engine: Sendable {
         })
         audit = Auditor(enabled: configuration.auditEnabled, now: { clock.nowMillis() })
         var s = State()
-        for sender in try committer.store.loadSenders() { s.senders[sender.senderID] = sender }
+        for sender in try committer.store.loadSenders() { s.registry.senders[sender.senderID] = sender }
         for device in try committer.store.loadDevices() {
-            Self.add(device, &s)  // newest last: its APNs token wins
+            s.registry.add(device)  // newest last: its APNs token wins
         }
         for t in try committer.store.loadSubscriptions() {
             s.topics.add(.init(senderID: t.senderID, name: t.topic), token: t.token, at: t.addedAt)
@@ -348,9 +176,9 @@ public final class Engine: Sendable {
         // In a cluster, upstream messages and receipts are taken from the store when an app server
         // connects (`ClusterCoordinator.claimOutbound`): another node may be sending them now.
         for record in cluster == nil ? try committer.store.loadOutbound() : [] {
-            s.outboundPending[record.senderID, default: []].append(record)
+            s.outbound.append(record)
             if record.kind == .upstream {
-                s.upstreamIDs[UpstreamHolder(sender: record.senderID, token: record.token), default: []].insert(record.messageID)
+                s.outbound.upstreamIDs[UpstreamHolder(sender: record.senderID, token: record.token), default: []].insert(record.messageID)
             }
         }
         state = Locked(s)
@@ -402,8 +230,4 @@ extension String {
         while let l = s.last, l.isWhitespace { s.removeLast() }
         return String(s)
     }
-}
-
-extension Engine.RecentMap where Value == Void {
-    mutating func insert(_ id: String) { insert(id, ()) }
 }

@@ -366,6 +366,34 @@ import Testing
         #expect(try h.engine.store.loadOutbound().isEmpty)
     }
 
+
+    /// The tick reads a sender's queue only once something in it may have expired: a message that
+    /// joins a queue whose first expiry is known (here u1's, an hour away) lowers it, and expires on
+    /// time; a message put back at the front after the ACK timeout does too.
+    @Test func aShorterLivedUpstreamMessageExpiresOnTimeBehindALongerLivedOne() async throws {
+        let h = try Harness(configuration: .init(ackTimeoutMillis: 5_000))
+        let d = try await h.register()
+        let device = await h.connect(d.token)
+        _ = await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": "u1", "time_to_live": 3_600])
+        _ = try await h.engine.advanceClock(byMillis: 1_000)  // the tick learns u1's expiry
+        _ = await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": "u2", "time_to_live": 10])
+        _ = try await h.engine.advanceClock(byMillis: 10_000)
+        await h.settle()
+        #expect(device.payloads.map { $0["message_id"] } == [.string("u2")])
+        #expect(device.payloads.first?["message_type"] == .string("send_error"))
+        #expect(try h.engine.store.loadOutbound().map(\.messageID) == ["u1"])
+
+        // Sent, not ACKed within the timeout, back at the front of the queue: still expires on time.
+        let a = h.appServer(id: "a")
+        _ = await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": "u3", "time_to_live": 8])
+        await h.settle()
+        #expect(a.ids == ["u1", "u3"])
+        h.engine.connectionClosed(id: "a")  // both back in the queue, no connection to take them
+        _ = try await h.engine.advanceClock(byMillis: 8_000)
+        await h.settle()
+        #expect(device.payloads.compactMap { $0["message_id"] } == [.string("u2"), .string("u3")])
+        #expect(try h.engine.store.loadOutbound().map(\.messageID) == ["u1"])
+    }
     @Test func upstreamErrors() async throws {
         let h = try Harness()
         let d = try await h.register()

@@ -1,0 +1,83 @@
+import CCSStore
+import PushDomain
+
+extension Engine {
+    /// The device sessions: which devices are connected (one link each, a newer connection replaces
+    /// the older), what each holds written and unconfirmed, and, on a shared store, the messages this
+    /// node offered another node's device before their write. Admission (Doze, the iOS foreground
+    /// rule) reads the registry's device state; the hand-over is in Engine+Devices.swift.
+    struct DeviceSessions {
+        /// Connected devices by registration token (the installation's first).
+        var online: [String: OnlineDevice] = [:]
+        /// Messages offered to the device's node before their write (by device message id): its
+        /// confirmation calls the write off and answers the sender (Engine+Cluster.swift).
+        var offered: [String: Offered] = [:]
+        /// Offered messages whose write committed before any confirmation came: a confirmation that
+        /// comes later removes them (the newest `writtenOffersKept`).
+        var writtenOffers = RecentMap<String>(capacity: Engine.writtenOffersKept)
+        /// Tray entries being tapped ("token id"): a second tap of the same one finds nothing.
+        var taps: Set<String> = []
+    }
+
+    struct InFlightDownstream {
+        var message: QueuedMessage
+        var toTray: Bool
+        /// Handed over before it was committed: its write may still be called off, and then the
+        /// app server's ACK comes from the device's confirmation instead of the commit.
+        var early: EarlyDelivery? = nil
+        /// Offered by this node (its id) before it was written there: the device's confirmation goes
+        /// back to it, and this node removes nothing. Nil once the message is known written (its
+        /// commit was announced, or it was read from the store).
+        var offeredBy: String? = nil
+    }
+
+    struct EarlyDelivery {
+        let ticket: WriteTicket
+        let settle: @Sendable (SendResult) -> Void
+    }
+
+    struct OnlineDevice {
+        let link: any DeviceLink
+        /// The device's platform (fixed for a registration), kept here for the hand-over path.
+        var platform: Platform?
+        /// False until the queue as of connection time has been read and handed over.
+        var loaded = false
+        /// Written to this connection and not yet ACKed by the device.
+        var inFlight: [String: InFlightDownstream] = [:]
+        /// The newest messages the device ACKed on this connection: a queue read before their removal
+        /// commits, or another node's announcement of one, must not hand them over again.
+        var confirmed = RecentIDs(capacity: Engine.confirmationsKept)
+        /// Of those, the ones offered by another node and confirmed back to it: if their write is
+        /// announced after all, this node removes them.
+        var confirmedOffers = RecentIDs(capacity: Engine.confirmationsKept)
+        /// Whether the store may hold an APNs notification of this device that is not on this
+        /// connection (Apple's store-and-forward collapse would have to remove it).
+        var apnsStored = APNsStoredKnowledge.unknown
+    }
+
+    /// What this node knows of a connected device's stored APNs notifications (`Engine.needsCollapse`).
+    enum APNsStoredKnowledge {
+        /// Not yet: the queue as of connection time has not been read.
+        case unknown
+        /// The queue read at connection time held none, and none has been stored since.
+        case holdsNone
+        /// Some may be stored (read at connection, stored while connected): every newer one collapses.
+        case mayHold
+    }
+
+    /// Confirmations remembered per connection (`OnlineDevice.confirmed`, `confirmedOffers`).
+    static let confirmationsKept = 256
+
+    struct Offered {
+        let message: QueuedMessage
+        let early: EarlyDelivery
+        /// Confirmed after the writer took its write: removed once that commits.
+        var confirmed = false
+    }
+
+    /// Device message id → token of the newest offered messages that were written unconfirmed. Enough
+    /// for the confirmations of several seconds at the highest rate measured (about 20,000 messages a
+    /// second across nodes): a confirmation comes within the live-write delay plus a round trip, or its
+    /// device has left and confirms nothing.
+    static let writtenOffersKept = 65_536
+}
