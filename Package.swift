@@ -236,6 +236,7 @@ let package = Package(
             "DeviceSimulator", "CCSProtocol",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
         ]),
         .testTarget(name: "CCSEmulatorTests", dependencies: [
             "CCSEmulator", "ConnectProxy",
