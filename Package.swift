@@ -91,7 +91,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "HTTPAPI", dependencies: [
-            "CCSProtocol", "CCSEngine", "CCSStore", "FaultInjection", "AppServerAudit", "MessageJournal",
+            "CCSProtocol", "CCSEngine", "FaultInjection", "AppServerAudit", "MessageJournal",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "NIOCore", package: "swift-nio"),
         ]),

@@ -1,6 +1,5 @@
 import CCSEngine
 import CCSProtocol
-import CCSStore
 import Foundation
 import Hummingbird
 import NIOCore
@@ -385,7 +384,7 @@ public struct AdminAPI: Sendable {
         JSONResponse.make(.object(["now_ms": .int(now), "kind": .string(engine.isVirtualClock ? "virtual" : "wall")]))
     }
 
-    static func trayJSON(_ t: TrayEntry) -> JSONValue {
+    static func trayJSON(_ t: Engine.TrayEntry) -> JSONValue {
         var fields: [String: JSONValue] = [
             "message_id": .string(t.deviceMessageID), "shown_at": .int(t.shownAt),
             "message": (try? JSONValue.parse(t.payload)) ?? .string(t.payload),
@@ -401,7 +400,7 @@ public struct AdminAPI: Sendable {
         engine.device(token: token)?.token ?? token
     }
 
-    func deviceJSON(_ d: DeviceRecord, queued: Int, secrets: Bool) -> JSONValue {
+    func deviceJSON(_ d: Engine.DeviceRecord, queued: Int, secrets: Bool) -> JSONValue {
         var fields: [String: JSONValue] = [
             "token": .string(d.token), "device_id": .string(d.deviceID), "app": .string(d.app),
             "platform": .string(d.platform.rawValue), "senders": .array(d.senders.map { .string($0) }),
@@ -428,13 +427,13 @@ public struct AdminAPI: Sendable {
     }
 
     /// A queue entry with `view`: what the device's platform would show if it were handed over now.
-    func queuedJSON(_ m: QueuedMessage) -> JSONValue {
+    func queuedJSON(_ m: Engine.QueuedMessage) -> JSONValue {
         guard case .object(var fields) = Self.queuedJSON(m) else { return Self.queuedJSON(m) }
         if let view = engine.platformView(of: m) { fields["view"] = view }
         return .object(fields)
     }
 
-    static func queuedJSON(_ m: QueuedMessage) -> JSONValue {
+    static func queuedJSON(_ m: Engine.QueuedMessage) -> JSONValue {
         var fields: [String: JSONValue] = [
             "message_id": .string(m.deviceMessageID), "app_message_id": .string(m.appMessageID),
             "sender_id": .string(m.senderID), "priority": .string(m.priority),
