@@ -7,31 +7,6 @@ import Locking
 import Logging
 import MessageJournal
 
-public enum AuthMode: String, Sendable, CaseIterable {
-    /// Any all-digits sender ID with any non-empty key is accepted and provisioned.
-    case permissive
-    /// Only sender IDs and keys from the configuration file.
-    case strict
-}
-
-/// Why a device-management command (register, change state, uninstall, reinstall, tap, reset) was
-/// refused; the admin API answers each with its HTTP status.
-public enum DeviceManagementError: Error, Sendable, Equatable, CustomStringConvertible {
-    case invalidRequest(String)
-    case unknownSender(String)
-    case unknownDevice(String)
-    case storeFailure(String)
-
-    public var description: String {
-        switch self {
-        case .invalidRequest(let s): return s
-        case .unknownSender(let s): return "sender \(s) is not configured (strict auth mode)"
-        case .unknownDevice(let s): return "no device with token \(s)"
-        case .storeFailure(let s): return "could not store the change: \(s)"
-        }
-    }
-}
-
 /// The domain: senders, devices, their queues, app-server connections, upstream traffic and receipts.
 ///
 /// It knows nothing of sockets: connections reach it through calls, and it reaches them through
@@ -39,73 +14,6 @@ public enum DeviceManagementError: Error, Sendable, Equatable, CustomStringConve
 /// crash goes through the `GroupCommitter`; answers that promise durability (ACKs to app servers,
 /// `sent` to devices) are given only from its completions. Time comes from `clock` alone.
 public final class Engine: Sendable {
-    public struct Configuration: Sendable {
-        public var authMode: AuthMode
-        /// sender ID → server key, from the configuration file.
-        public var configuredSenders: [String: String]
-        public var maxSendersPerDevice: Int
-        /// Distinct collapse keys stored per device and app (FCM: 4).
-        public var maxCollapseKeys: Int
-        /// Non-collapsible messages stored per device and app (FCM: 100).
-        public var maxStoredNonCollapsible: Int
-        /// Unacknowledged upstream messages and receipts per app-server connection.
-        public var maxUnackedOutbound: Int
-        /// Unacknowledged outbound messages are sent again after this long.
-        public var ackTimeoutMillis: Int64
-        /// Upstream messages a device may have waiting for app servers.
-        public var maxPendingUpstreamPerDevice: Int
-        /// Parallel app-server connections per sender ID (GCM: 1000).
-        public var maxConnectionsPerSender: Int
-        /// Upstream messages and receipts kept per sender while no app server takes them; beyond it the
-        /// oldest are dropped, so that an app server that never ACKs cannot grow memory without bound.
-        public var maxPendingOutboundPerSender: Int
-        /// Whether the app-server audit records anything (docs/conformance.md).
-        public var auditEnabled = true
-        /// FCM's per-device message rate limit; nil: none (the default, so that load tests are not throttled).
-        public var deviceMessageRate: MessageRate? = nil
-        /// FCM's per-project quota for HTTP v1 (kept by the v1 front end, which meters it); nil: none.
-        public var projectMessageRate: MessageRate? = nil
-        /// A limit on the messages one sender sends to one topic; nil: none (the default).
-        public var topicMessageRate: MessageRate? = nil
-
-        public init(authMode: AuthMode = .permissive, configuredSenders: [String: String] = [:],
-                    maxSendersPerDevice: Int = 100, maxCollapseKeys: Int = 4, maxStoredNonCollapsible: Int = 100,
-                    maxUnackedOutbound: Int = 100, ackTimeoutMillis: Int64 = 60_000,
-                    maxPendingUpstreamPerDevice: Int = 1000, maxConnectionsPerSender: Int = 1000,
-                    maxPendingOutboundPerSender: Int = 100_000) {
-            self.authMode = authMode
-            self.configuredSenders = configuredSenders
-            self.maxSendersPerDevice = maxSendersPerDevice
-            self.maxCollapseKeys = maxCollapseKeys
-            self.maxStoredNonCollapsible = maxStoredNonCollapsible
-            self.maxUnackedOutbound = maxUnackedOutbound
-            self.ackTimeoutMillis = ackTimeoutMillis
-            self.maxPendingUpstreamPerDevice = maxPendingUpstreamPerDevice
-            self.maxConnectionsPerSender = maxConnectionsPerSender
-            self.maxPendingOutboundPerSender = maxPendingOutboundPerSender
-        }
-    }
-
-    /// Everything the engine knows, under its one lock: each component has one job and its own
-    /// file; an operation that spans them (a hand-over reads the registry and changes a session and
-    /// the queue's write in one step) sees them all at once. docs/architecture.md says why one lock.
-    struct State {
-        /// Who exists: senders, device registrations and each device's state.
-        var registry = Registry()
-        /// Which devices are connected, what each holds unconfirmed, what other nodes offered.
-        var sessions = DeviceSessions()
-        /// Upstream messages and receipts on their way to app-server connections.
-        var outbound = OutboundRouter()
-        var topics = TopicRegistry()
-        var groups = DeviceGroupRegistry()
-        /// Messages counted against each device's rate limit (nil: `--device-message-rate` is off).
-        var deviceRates: RateLimiter? = nil
-        /// Messages counted against each sender's topics (nil: `--topic-message-rate` is off).
-        var topicRates: RateLimiter? = nil
-        /// The newest message timestamp given out (`nextMicros`): ids stay ordered when the clock is not.
-        var lastMicros: Int64 = 0
-    }
-
     public let configuration: Configuration
     public let clock: any EngineClock
     public let committer: GroupCommitter
@@ -221,13 +129,4 @@ public final class Engine: Sendable {
         }
     }
 
-}
-
-extension String {
-    var trimmingWhitespace: String {
-        var s = Substring(self)
-        while let f = s.first, f.isWhitespace { s.removeFirst() }
-        while let l = s.last, l.isWhitespace { s.removeLast() }
-        return String(s)
-    }
 }

@@ -4,7 +4,6 @@ import DeviceSimulator
 import Foundation
 import NIOCore
 import NIOPosix
-import Synchronization
 
 struct Device: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
