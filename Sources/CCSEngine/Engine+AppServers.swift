@@ -92,7 +92,7 @@ extension Engine {
             guard let entry = s.outbound.connections.removeValue(forKey: id) else { return [] }
             let sender = entry.info.senderID
             s.outbound.connectionsBySender[sender]?.removeAll { $0 == id }
-            requeue(entry.inFlight.values.map(\.record), sender: sender, &s)
+            s.outbound.requeue(entry.inFlight.values.map(\.record), sender: sender)
             released = releasableOutbound(sender: sender, &s)
             return dispatchOutbound(sender: sender, &s)
         }

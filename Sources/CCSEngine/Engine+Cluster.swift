@@ -130,11 +130,7 @@ extension Engine: ClusterEvents {
                 let groups = try store.loadDeviceGroups()
                 state.withLock { s in
                     s.registry.senders = Dictionary(senders.map { ($0.senderID, $0) }, uniquingKeysWith: { $1 })
-                    s.registry.devices = [:]
-                    s.registry.deviceStates = [:]
-                    s.registry.tokenByDeviceID = [:]
-                    s.registry.apnsTokens = [:]
-                    s.registry.aliases = [:]
+                    s.registry.removeAllDevices()
                     for d in devices { s.registry.add(d) }
                     s.topics = TopicRegistry()
                     for t in subscriptions { _ = s.topics.add(.init(senderID: t.senderID, name: t.topic), token: t.token, at: t.addedAt) }

@@ -553,30 +553,26 @@ extension Engine {
     /// material stay. Returns how many devices were removed.
     public func reset() async throws(DeviceManagementError) -> Int {
         let (count, links): (Int, [any DeviceLink]) = try await change { s in
-            let before = (s.registry.devices, s.registry.deviceStates, s.registry.tokenByDeviceID, s.outbound.pending, s.outbound.upstreamIDs, s.topics)
+            let registryBefore = s.registry
             let groupsBefore = s.groups
-            let apnsBefore = s.registry.apnsTokens
-            let aliasesBefore = s.registry.aliases
-            s.registry.apnsTokens = [:]
-            s.registry.aliases = [:]
+            let topicsBefore = s.topics
             let links = s.sessions.online.values.map(\.link)
             let count = s.registry.devices.count
+            s.registry.removeAllDevices()
             s.groups.removeAll()
-            s.registry.devices = [:]
-            s.registry.deviceStates = [:]
-            s.registry.tokenByDeviceID = [:]
             s.sessions.online = [:]
-            s.outbound.pending = [:]
-            s.outbound.upstreamIDs = [:]
+            let queuedBefore = s.outbound.takeAllQueued()
             s.topics = TopicRegistry()
             for id in s.outbound.connections.keys { s.outbound.connections[id]?.inFlight = [:] }
             return .success(Change(value: (count, links), ops: [.removeAllDevices], undo: { s in
                 guard s.registry.devices.isEmpty else { return }
-                (s.registry.devices, s.registry.deviceStates, s.registry.tokenByDeviceID, s.outbound.pending, s.outbound.upstreamIDs, s.topics) = before
+                // Senders provisioned since stay.
+                let senders = s.registry.senders
+                s.registry = registryBefore
+                s.registry.senders = senders
+                s.outbound.restore(queuedBefore)
+                s.topics = topicsBefore
                 s.groups = groupsBefore
-                s.registry.apnsTokens = apnsBefore
-                s.registry.aliases = aliasesBefore
-                s.outbound.forgetExpiryBounds()
             }))
         }
         for link in links { link.close() }

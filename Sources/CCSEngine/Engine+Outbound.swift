@@ -204,11 +204,6 @@ extension Engine {
         return Array(queue)
     }
 
-    /// Puts records back at the front of the sender's queue, oldest first.
-    func requeue(_ records: [OutboundRecord], sender: String, _ s: inout State) {
-        s.outbound.requeue(records, sender: sender)
-    }
-
     /// Hands queued outbound messages to the sender's connections: each message to the connection with
     /// the most free window (ties broken round-robin), never past the window, never to a draining one.
     func dispatchOutbound(sender: String, _ s: inout State) -> [Send] {
@@ -357,37 +352,12 @@ extension Engine {
         committer.submit(.removeExpired(now: now))
         var expired: [OutboundRecord] = []
         let sends = state.withLock { s -> [Send] in
-            var touched: Set<String> = []
             expired = s.outbound.expiredPending(now: now)
-            // A connection's window holds at most --max-unacked items: read in place, and its entry
-            // changed only when one of them is due.
-            let ackTimeout = configuration.ackTimeoutMillis
-            let due = s.outbound.connections.indices.filter { at in
-                s.outbound.connections.values[at].inFlight.values.contains {
-                    $0.record.expiresAt <= now || now - $0.sentAt >= ackTimeout
-                }
-            }
-            // Values change below, keys do not: the indices stay valid.
-            for at in due {
-                var timedOut: [OutboundRecord] = []
-                var entry = s.outbound.connections.values[at]
-                s.outbound.connections.values[at].inFlight = [:]  // the entry's map is changed in place below
-                for (key, sent) in entry.inFlight {
-                    if sent.record.expiresAt <= now {
-                        entry.inFlight.removeValue(forKey: key)
-                        expired.append(sent.record)
-                    } else if now - sent.sentAt >= ackTimeout {
-                        entry.inFlight.removeValue(forKey: key)
-                        timedOut.append(sent.record)
-                    }
-                }
-                s.outbound.connections.values[at] = entry
-                requeue(timedOut, sender: entry.info.senderID, &s)
-                // A window opened on this connection: its sender may send what waits.
-                touched.insert(entry.info.senderID)
-            }
+            let due = s.outbound.takeDueInFlight(now: now, ackTimeout: configuration.ackTimeoutMillis)
+            expired += due.expired
+            for (sender, records) in due.timedOut { s.outbound.requeue(records, sender: sender) }
             for r in expired { Self.releaseUpstreamID(of: r, &s) }
-            return touched.flatMap { dispatchOutbound(sender: $0, &s) }
+            return due.senders.flatMap { dispatchOutbound(sender: $0, &s) }
         }
         perform(sends)
         for r in expired { outboundDropped(r, now: now, error: "TTL_EXCEEDED") }

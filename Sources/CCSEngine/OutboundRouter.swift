@@ -8,7 +8,7 @@ extension Engine {
     /// connection holds, each connection's window of what it was sent and has not ACKed, and the ids
     /// that make an upstream message a duplicate. Dispatch (`Engine.dispatchOutbound`) hands the queue
     /// to the connection with the most free window; the tick finds what expired or waited past the ACK
-    /// timeout without copying a queue (`expiredPending`, `dueInFlight`).
+    /// timeout without copying a queue (`expiredPending`, `takeDueInFlight`).
     struct OutboundRouter {
         var connections: [String: ConnectionEntry] = [:]
         var connectionsBySender: [String: [String]] = [:]
@@ -54,8 +54,25 @@ extension Engine {
             if expiresAt < pendingExpiresNotBefore.values[at] { pendingExpiresNotBefore.values[at] = expiresAt }
         }
 
-        /// Forgets every queue's bound (after the queues were replaced wholesale, e.g. by an undo).
-        mutating func forgetExpiryBounds() { pendingExpiresNotBefore = [:] }
+        /// Every sender's queue and every device's upstream ids, as a reset takes them and its undo
+        /// puts them back.
+        struct Queued {
+            var pending: [String: Deque<OutboundRecord>]
+            var upstreamIDs: [UpstreamHolder: Set<String>]
+        }
+
+        /// Empties every queue and forgets every upstream id; returns what there was.
+        mutating func takeAllQueued() -> Queued {
+            defer { (pending, upstreamIDs) = ([:], [:]) }
+            return Queued(pending: pending, upstreamIDs: upstreamIDs)
+        }
+
+        /// Puts back what `takeAllQueued` took. The queues' expiry bounds are not known any more: the
+        /// tick reads each queue once to learn them again.
+        mutating func restore(_ queued: Queued) {
+            (pending, upstreamIDs) = (queued.pending, queued.upstreamIDs)
+            pendingExpiresNotBefore = [:]
+        }
 
         /// Takes the pending records that expired by `now` out of their queues, oldest first per sender.
         /// Reads only the queues whose bound has passed, and copies only those that lost a record.
@@ -81,6 +98,34 @@ extension Engine {
                 pendingExpiresNotBefore = pendingExpiresNotBefore.filter { pending[$0.key] != nil }
             }
             return expired
+        }
+
+        /// Takes out of the connections' windows what expired by `now` and what was sent `ackTimeout`
+        /// ago or more without an ACK. A window holds at most `--max-unacked` items: each is read in
+        /// place, and changed only when one of its items is due. `timedOut` is per connection, in
+        /// the order the connections were read; `senders` are those of the connections that lost
+        /// an item (a window opened: what waits may go).
+        mutating func takeDueInFlight(now: Int64, ackTimeout: Int64)
+            -> (expired: [OutboundRecord], timedOut: [(sender: String, records: [OutboundRecord])], senders: Set<String>) {
+            func expires(_ sent: SentOutbound) -> Bool { sent.record.expiresAt <= now }
+            func isDue(_ sent: SentOutbound) -> Bool { expires(sent) || now - sent.sentAt >= ackTimeout }
+            var expired: [OutboundRecord] = []
+            var timedOut: [(sender: String, records: [OutboundRecord])] = []
+            var senders: Set<String> = []
+            let due = connections.indices.filter { connections.values[$0].inFlight.values.contains(where: isDue) }
+            // Values change below, keys do not: the indices stay valid.
+            for at in due {
+                let keys = connections.values[at].inFlight.compactMap { isDue($0.value) ? $0.key : nil }
+                var late: [OutboundRecord] = []
+                for key in keys {
+                    guard let sent = connections.values[at].inFlight.removeValue(forKey: key) else { continue }
+                    if expires(sent) { expired.append(sent.record) } else { late.append(sent.record) }
+                }
+                let sender = connections.values[at].info.senderID
+                timedOut.append((sender, late))
+                senders.insert(sender)
+            }
+            return (expired, timedOut, senders)
         }
     }
 

@@ -32,6 +32,11 @@ extension Engine {
             addAliases(of: record)
         }
 
+        /// Forgets every installation and its indexes; the senders stay.
+        mutating func removeAllDevices() {
+            (devices, deviceStates, tokenByDeviceID, apnsTokens, aliases) = ([:], [:], [:], [:], [:])
+        }
+
         mutating func addAliases(of record: DeviceRecord) {
             for t in record.refreshedTokens { aliases[t] = record.token }
         }

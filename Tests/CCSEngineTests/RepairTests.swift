@@ -159,6 +159,25 @@ import Testing
         #expect(try h.engine.store.loadDevices().first?.status == .active)
     }
 
+    /// A reset whose commit fails takes nothing away: devices, their topics and the upstream messages
+    /// waiting for an app server are as before, and the waiting ones still go out.
+    @Test func aFailedResetLeavesDevicesTopicsAndQueuedUpstreamAsTheyWere() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        _ = await h.engine.subscribe([TopicSubscriptionChange(token: d.token, senderID: "111")], to: "news")
+        _ = await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": "u1"])
+        h.engine.store.injectFailures { if case .removeAllDevices = $0 { return true } else { return false } }
+        await #expect(throws: DeviceManagementError.self) { _ = try await h.engine.reset() }
+        h.engine.store.injectFailures(nil)
+        #expect(h.engine.device(token: d.token)?.status == .active)
+        #expect(h.engine.topics(token: d.token, senderID: "111")?.keys.sorted() == ["news"])
+        #expect(await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": "u1"])
+                == .sendError(messageID: "u1", error: "DUPLICATE_MESSAGE_ID"))
+        let a = h.appServer(id: "a")
+        await h.settle()
+        #expect(a.ids == ["u1"])
+    }
+
     // MARK: 8. uninstall racing downstream
 
     @Test func noMessageIsStoredForATokenOnceItsUninstallCommitted() async throws {
