@@ -90,9 +90,14 @@ let package = Package(
             .product(name: "SwiftASN1", package: "swift-asn1"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .target(name: "HTTPAPI", dependencies: [
-            "CCSProtocol", "CCSEngine", "FaultInjection", "AppServerAudit", "MessageJournal",
+        .target(name: "HTTPRequestBody", dependencies: [
             .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "NIOCore", package: "swift-nio"),
+        ]),
+        .target(name: "HTTPAPI", dependencies: [
+            "HTTPRequestBody", "CCSProtocol", "CCSEngine", "FaultInjection", "AppServerAudit", "MessageJournal",
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "NIOCore", package: "swift-nio"),
         ]),
         .target(name: "Dashboard", dependencies: [
@@ -109,7 +114,7 @@ let package = Package(
             .product(name: "CryptoExtras", package: "swift-crypto"),
         ]),
         .target(name: "FCMHTTP", dependencies: [
-            "Locking",
+            "Locking", "HTTPRequestBody",
             "PushDomain", "CCSProtocol", "CCSEngine", "GoogleAuth", "PlatformRendering", "FaultInjection", "AppServerAudit",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -140,7 +145,7 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         .target(name: "CCSEmulator", dependencies: [
-            "Locking", "WebPushDelivery",
+            "Locking", "WebPushDelivery", "HTTPRequestBody",
             "XMPPServer", "APNsGateway", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "CCSStore", "PostgresStore", "CCSProtocol", "MessageJournal", "Dashboard",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
@@ -179,7 +184,7 @@ let package = Package(
         .executableTarget(name: "ccs-emulator", dependencies: [
             "Locking",
             "CCSEmulator", "DeviceSimulator", "LoadGenerator", "ConformanceRunner", "CCSEngine", "CCSProtocol", "CCSStore", "PostgresStore", "XMPPServer", "MessageJournal",
-            "GoogleAuth",
+            "GoogleAuth", "PushDomain",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -202,6 +207,8 @@ let package = Package(
         .testTarget(name: "APNsGatewayTests", dependencies: [
             "APNsGateway", "CCSEngine", "CCSStore", "PushDomain",
             .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOTLS", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "X509", package: "swift-certificates"),
             .product(name: "Crypto", package: "swift-crypto"),
@@ -240,6 +247,8 @@ let package = Package(
         ]),
         .testTarget(name: "CCSEmulatorTests", dependencies: [
             "CCSEmulator", "ConnectProxy",
+            .product(name: "HTTPTypes", package: "swift-http-types"),
+            .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
             .product(name: "X509", package: "swift-certificates"),
             .product(name: "SwiftASN1", package: "swift-asn1"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -255,7 +264,8 @@ let package = Package(
             .product(name: "HummingbirdTesting", package: "hummingbird"),
         ]),
         .testTarget(name: "HTTPAPITests", dependencies: [
-            "HTTPAPI", "CCSEngine", "CCSStore", "CCSProtocol", "FaultInjection",
+            "HTTPAPI", "HTTPRequestBody", "CCSEngine", "CCSStore", "CCSProtocol", "FaultInjection",
+            .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdTesting", package: "hummingbird"),
         ]),
@@ -272,6 +282,7 @@ let package = Package(
         .testTarget(name: "FCMHTTPTests", dependencies: [
             "FCMHTTP", "GoogleAuth", "CCSEngine", "CCSStore", "CCSProtocol",
             .product(name: "JWTKit", package: "jwt-kit"),
+            .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdTesting", package: "hummingbird"),
         ]),

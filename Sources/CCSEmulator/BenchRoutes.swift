@@ -1,3 +1,4 @@
+import HTTPRequestBody
 import Hummingbird
 import NIOCore
 
@@ -9,7 +10,7 @@ enum BenchRoutes {
     static func add(to router: Router<some RequestContext>) {
         // Reads the body as the FCM routes do (up to the same 1 MiB), then answers without any work.
         router.post("emulator/bench/noop") { request, _ in
-            _ = try await request.body.collect(upTo: 1 << 20)
+            _ = try await request.collectBody(limit: 1 << 20)
             return Response(status: .ok, headers: [.contentType: "application/json; charset=UTF-8"],
                             body: .init(byteBuffer: answer))
         }

@@ -26,6 +26,7 @@ public enum AppServerStanzaDecoder {
         do throws(JSONParseError) {
             json = try JSONValue.parse(gcmText)
         } catch {
+            if let duplicate = error.duplicateKey { return refuseDuplicate(duplicate, in: gcmText, error) }
             return .failure(.stanzaError(description: "InvalidJson: JSON_PARSING_ERROR : \(error.description)"))
         }
         guard case .object(let object) = json else {
@@ -33,6 +34,26 @@ public enum AppServerStanzaDecoder {
                 "InvalidJson: JSON_PARSING_ERROR : Expected a JSON object but found \(json.kindDescription)"))
         }
         return decode(object)
+    }
+
+    /// A key named twice is refused as on every listener (docs/bad-input.md): NACK `INVALID_JSON` when
+    /// the message has one `message_id` to NACK; a stanza error when `message_id` itself is repeated
+    /// (which of the two would the NACK name?) or missing.
+    static func refuseDuplicate(_ duplicate: JSONParseError.DuplicateKey, in gcmText: String,
+                                _ error: JSONParseError) -> Result<AppServerStanza, AppServerStanzaError> {
+        let description = "InvalidJson: JSON_PARSING_ERROR : \(error.description)"
+        guard !(duplicate.depth == 1 && duplicate.name == "message_id"),
+              case .object(let object)? = try? JSONValue.parse(gcmText, duplicateKeys: .lastWins) else {
+            return .failure(.stanzaError(description: description))
+        }
+        let messageID: String
+        switch object["message_id"] {
+        case .string(let s)? where !s.isEmpty: messageID = s
+        case .int(let n)?: messageID = String(n)
+        default: return .failure(.stanzaError(description: description))
+        }
+        return .failure(.nack(Nack(messageID: messageID, from: nackAddress(object), code: .invalidJSON,
+                                   description: description)))
     }
 
     /// Decodes an already parsed JSON object.

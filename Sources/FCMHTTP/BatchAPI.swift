@@ -1,5 +1,6 @@
 import CCSProtocol
 import GoogleAuth
+import HTTPRequestBody
 import Hummingbird
 import MultipartKit
 import NIOCore
@@ -24,7 +25,7 @@ extension FCMHTTPAPI {
                 "Invalid batch request: the Content-Type must be multipart/mixed with a boundary",
                 field: "", description: "not multipart/mixed")
         }
-        let body = try await request.body.collect(upTo: Self.maximumBatchBytes)
+        let body = try await request.collectBody(limit: Self.maximumBatchBytes)
         let parts: [BatchPart]
         do { parts = try Self.parseBatch(body, boundary: boundary) } catch {
             throw GoogleError.invalidArgument("Invalid batch request: \(error.description)", field: "",
@@ -204,11 +205,11 @@ struct BatchRequest {
     var body: String
 
     static func parse(_ part: ByteBuffer) -> Result<BatchRequest, GoogleError> {
-        let text = String(buffer: part)
         let bad = { (why: String) in
             Result<BatchRequest, GoogleError>.failure(.invalidArgument("Invalid batch part: \(why)", field: "",
                                                                        description: "malformed application/http part"))
         }
+        guard let text = UTF8Body.text(part) else { return bad(UTF8Body.invalidMessage) }
         // The head ends at the first empty line (CRLF CRLF, or LF LF from lenient writers).
         let head: Substring, body: Substring
         if let r = text.range(of: "\r\n\r\n") {

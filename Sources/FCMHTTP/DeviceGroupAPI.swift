@@ -2,6 +2,7 @@ import CCSEngine
 import CCSProtocol
 import Foundation
 import GoogleAuth
+import HTTPRequestBody
 import Hummingbird
 import NIOCore
 
@@ -39,7 +40,9 @@ extension FCMHTTPAPI {
         case .failure(let refusal): return refusal.response
         case .success(let s): sender = s
         }
-        let body = String(buffer: try await request.body.collect(upTo: Self.maximumBodyBytes))
+        guard let body = UTF8Body.text(try await request.collectBody(limit: Self.maximumBodyBytes)) else {
+            return Self.json(status: .badRequest, .object(["error": .string("the body must be a JSON object: \(UTF8Body.invalidMessage)")]))
+        }
         let operation: DeviceGroupOperation
         switch Self.decodeGroupOperation(body) {
         case .failure(let refusal): return refusal.response

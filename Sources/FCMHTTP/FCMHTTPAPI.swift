@@ -2,6 +2,7 @@ import CCSEngine
 import CCSProtocol
 import Foundation
 import GoogleAuth
+import HTTPRequestBody
 import Hummingbird
 import NIOCore
 
@@ -74,8 +75,8 @@ public struct FCMHTTPAPI: Sendable {
     // MARK: OAuth2
 
     func token(_ request: Request) async throws -> Response {
-        let body = try await request.body.collect(upTo: Self.maximumTokenRequestBytes)
-        guard let form = FormBody.dictionary(String(buffer: body)) else {
+        let body = try await request.collectBody(limit: Self.maximumTokenRequestBytes)
+        guard let text = UTF8Body.text(body), let form = FormBody.dictionary(text) else {
             return Self.json(status: .badRequest, TokenExchange.Failure("invalid_request", "the body must be application/x-www-form-urlencoded").json)
         }
         let wallSeconds = Date().timeIntervalSince1970
@@ -90,9 +91,8 @@ public struct FCMHTTPAPI: Sendable {
     }
 
     func issueCredentials(_ request: Request) async throws -> Response {
-        let body = try await request.body.collect(upTo: Self.maximumTokenRequestBytes)
-        let text = String(buffer: body)
-        guard case .object(let fields)? = try? JSONValue.parse(text.isEmpty ? "{}" : text) else {
+        let body = try await request.collectBody(limit: Self.maximumTokenRequestBytes)
+        guard let text = UTF8Body.text(body), case .object(let fields)? = try? JSONValue.parse(text.isEmpty ? "{}" : text) else {
             throw FCMAdminError(status: .badRequest, message: "the body must be a JSON object: {\"project_id\":\"P\"}")
         }
         guard case .string(let project)? = fields["project_id"] else {

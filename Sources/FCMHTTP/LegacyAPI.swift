@@ -2,6 +2,7 @@ import CCSEngine
 import CCSProtocol
 import Foundation
 import GoogleAuth
+import HTTPRequestBody
 import Hummingbird
 import NIOCore
 
@@ -49,8 +50,14 @@ extension FCMHTTPAPI {
         case .refused(let reason): return Self.plainText(status: .unauthorized, "Unauthorized: \(reason)")
         case .choice(let choice): caller = choice
         }
-        let body = String(buffer: try await request.body.collect(upTo: Self.maximumBodyBytes))
-        let isJSON = Self.isJSONRequest(contentType: request.headers[.contentType], body: body)
+        let kind = Self.bodyKind(contentType: request.headers[.contentType])
+        if case .unsupported(let type) = kind {
+            return Self.plainText(status: .badRequest, "Content-Type \(type) is not supported: send application/json, or application/x-www-form-urlencoded;charset=UTF-8 for the plain-text form")
+        }
+        guard let body = UTF8Body.text(try await request.collectBody(limit: Self.maximumBodyBytes)) else {
+            return Self.plainText(status: .badRequest, "JSON_PARSING_ERROR: \(UTF8Body.invalidMessage)")
+        }
+        let isJSON = kind == .json || (kind == .sniffed && body.drop(while: \.isWhitespace).first == "{")
         let messageID = Self.newMessageID("http-")
         let decoded = isJSON ? LegacyMessageDecoder.decodeJSON(body, messageID: messageID)
                              : LegacyMessageDecoder.decodeForm(body, messageID: messageID)
@@ -178,14 +185,27 @@ extension FCMHTTPAPI {
 
     /// JSON when the Content-Type says so, or when there is none and the body is a JSON object;
     /// FCM reads everything else as the plain-text form.
-    static func isJSONRequest(contentType: String?, body: String) -> Bool {
-        if let contentType {
-            // "json" anywhere, in any case (byte-level: Foundation's search goes through NSString on Linux).
-            let b = Array(contentType.utf8), json = Array("json".utf8)
-            guard b.count >= json.count else { return false }
-            return (0...(b.count - json.count)).contains { i in (0..<json.count).allSatisfy { b[i + $0] | 0x20 == json[$0] } }
+    /// What the legacy API reads a body as. FCM's legacy API took JSON (`application/json`) and the
+    /// plain-text form (`application/x-www-form-urlencoded`); another type is refused, not guessed at,
+    /// so that a JSON body sent as `text/xml` is not silently read as a form with no token in it.
+    enum BodyKind: Equatable {
+        case json, form
+        /// No Content-Type: JSON when the body starts with `{`, else the form (as before).
+        case sniffed
+        case unsupported(String)
+    }
+
+    static func bodyKind(contentType: String?) -> BodyKind {
+        guard let contentType else { return .sniffed }
+        let type = (contentType.split(separator: ";").first ?? "")
+            .trimmingCharacters(in: .whitespaces).lowercased()
+        switch type {
+        case "application/json": return .json
+        case "application/x-www-form-urlencoded": return .form
+        // "+json" types (RFC 6839) are JSON too.
+        case _ where type.hasPrefix("application/") && type.hasSuffix("+json"): return .json
+        default: return .unsupported(contentType)
         }
-        return body.drop(while: \.isWhitespace).first == "{"
     }
 
     enum LegacyResult: Equatable {

@@ -2,6 +2,7 @@ import CCSEngine
 import CCSProtocol
 import Foundation
 import GoogleAuth
+import HTTPRequestBody
 import Hummingbird
 import NIOCore
 
@@ -107,7 +108,9 @@ extension FCMHTTPAPI {
         case .failure(let refusal): return refusal.response
         case .success(let c): choice = c
         }
-        let text = String(buffer: try await request.body.collect(upTo: Self.maximumBodyBytes))
+        guard let text = UTF8Body.text(try await request.collectBody(limit: Self.maximumBodyBytes)) else {
+            return Self.iidError(.badRequest, "INVALID_ARGUMENT", UTF8Body.invalidMessage)
+        }
         let batch: IIDBatchBody
         switch Self.decodeIIDBatch(text) {
         case .failure(let error): return Self.iidError(.badRequest, "INVALID_ARGUMENT", error.reason)

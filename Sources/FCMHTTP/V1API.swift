@@ -1,6 +1,7 @@
 import CCSEngine
 import CCSProtocol
 import GoogleAuth
+import HTTPRequestBody
 import Hummingbird
 import NIOCore
 import PlatformRendering
@@ -10,7 +11,10 @@ extension FCMHTTPAPI {
     func v1Send(_ request: Request, project: String) async throws -> Response {
         let grant = try bearerGrant(authorization: request.headers[.authorization])
         try v1Check(grant: grant, project: project)
-        let text = String(buffer: try await request.body.collect(upTo: Self.maximumBodyBytes))
+        guard let text = UTF8Body.text(try await request.collectBody(limit: Self.maximumBodyBytes)) else {
+            throw GoogleError.invalidArgument("Invalid JSON payload received. \(UTF8Body.invalidMessage).", field: "",
+                                              description: "invalid UTF-8")
+        }
         return Self.json(text: try await v1Send(project: project, body: text))
     }
 

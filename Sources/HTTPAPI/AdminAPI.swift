@@ -1,6 +1,7 @@
 import CCSEngine
 import CCSProtocol
 import Foundation
+import HTTPRequestBody
 import Hummingbird
 import NIOCore
 
@@ -94,9 +95,9 @@ public struct AdminAPI: Sendable {
         v1.post("reset") { request, _ in
             // Everything, or one sender's state: `?sender=ID` or a body `{"sender":"ID"}`.
             var sender = request.uri.queryParameters["sender"].map(String.init)
-            let body = try await request.body.collect(upTo: 1 << 16)
+            let body = try await request.collectBody(limit: 1 << 16)
             if body.readableBytes > 0, sender == nil {
-                guard case .object(let fields)? = try? JSONValue.parse(String(buffer: body)) else {
+                guard case .object(let fields)? = try? Self.parseJSON(body) else {
                     throw APIError.badRequest("the body must be empty or a JSON object such as {\"sender\":\"123\"}")
                 }
                 switch fields["sender"] {
@@ -191,10 +192,7 @@ public struct AdminAPI: Sendable {
     }
 
     private func registerDevice(_ request: Request, _ context: some RequestContext) async throws -> Response {
-        let body = try await request.body.collect(upTo: 1 << 20)
-        guard case .object(let fields)? = try? JSONValue.parse(String(buffer: body)) else {
-            throw APIError.badRequest("the body must be a JSON object")
-        }
+        let fields = try await Self.jsonBody(request, emptyAllowed: false)
         guard case .string(let app)? = fields["app"] else { throw APIError.badRequest("\"app\" (string) is required") }
         var senders: [String] = []
         switch fields["senders"] ?? fields["sender"] {
@@ -258,13 +256,25 @@ public struct AdminAPI: Sendable {
         do { return try body() } catch { throw APIError.internalError("could not read \(what): \(error)") }
     }
 
-    static func jsonBody(_ request: Request) async throws -> [String: JSONValue] {
-        let body = try await request.body.collect(upTo: 1 << 20)
-        if body.readableBytes == 0 { return [:] }
-        guard case .object(let fields)? = try? JSONValue.parse(String(buffer: body)) else {
-            throw APIError.badRequest("the body must be a JSON object")
+    /// A request's JSON object body (at most 1 MiB; empty: no fields, where `emptyAllowed`). Text
+    /// that is not UTF-8 or names a key twice is a 400 that says so, as on every listener.
+    static func jsonBody(_ request: Request, emptyAllowed: Bool = true) async throws -> [String: JSONValue] {
+        let body = try await request.collectBody(limit: 1 << 20)
+        if body.readableBytes == 0 && emptyAllowed { return [:] }
+        let value: JSONValue
+        do { value = try parseJSON(body) } catch {
+            throw APIError.badRequest("the body must be a JSON object: \(error.description)")
         }
+        guard case .object(let fields) = value else { throw APIError.badRequest("the body must be a JSON object") }
         return fields
+    }
+
+    /// JSON from a body's bytes: invalid UTF-8 is an error here, not replaced.
+    static func parseJSON(_ body: ByteBuffer) throws(JSONParseError) -> JSONValue {
+        let result = body.withUnsafeReadableBytes { bytes -> Result<JSONValue, JSONParseError> in
+            do throws(JSONParseError) { return .success(try JSONValue.parse(utf8: bytes)) } catch { return .failure(error) }
+        }
+        return try result.get()
     }
 
     func addDeviceControlRoutes(to v1: RouterGroup<some RequestContext>) {

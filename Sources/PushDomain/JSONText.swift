@@ -4,8 +4,8 @@
 /// provider wrote it) needs to be known to be JSON, not parsed into a tree and encoded again: that
 /// round trip was a fifth of the event loop's time per APNs notification (docs/benchmarks.md).
 public enum JSONText {
-    /// Whether `bytes` are one JSON object, with an object under `key` (the last one, if the key is
-    /// repeated, as `JSONValue.parse` keeps it), that `JSONValue.parse` accepts, and that other JSON
+    /// Whether `bytes` are one JSON object, with an object under `key`, that `JSONValue.parse`
+    /// accepts (no key named twice in one object, as it refuses), and that other JSON
     /// text may embed as it is: valid UTF-8, no raw control character in a string, no escaped lone
     /// surrogate (the parser would make it U+FFFD), no number the parser refuses as out of range.
     ///
@@ -30,6 +30,10 @@ public enum JSONText {
         var nonASCII = false
         /// Whether the outer object's last member named the watched key holds an object.
         var keyIsObject = false
+        /// The keys of the objects being scanned, innermost last, to find a key named twice (which the
+        /// parser refuses). An object with more keys than `maximumKeysChecked` goes the parser's way.
+        var keys: [Range<Int>] = []
+        static let maximumKeysChecked = 16
 
         mutating func document(key: UnsafeBufferPointer<UInt8>) -> Bool {
             skipWhitespace()
@@ -79,6 +83,8 @@ public enum JSONText {
         mutating func container(close: UInt8, members: Bool, watching key: UnsafeBufferPointer<UInt8>? = nil) -> Bool {
             depth += 1
             if depth > JSONParser.maximumDepth { return false }
+            let firstKey = keys.count
+            defer { keys.removeSubrange(firstKey...) }
             index += 1
             skipWhitespace()
             if index < bytes.count, bytes[index] == close { index += 1; depth -= 1; return true }
@@ -88,8 +94,13 @@ public enum JSONText {
                     guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return false }
                     let start = index + 1
                     guard let escaped = string() else { return false }
-                    // A key with an escape might spell the watched key: let the parser decide.
-                    if key != nil && escaped { return false }
+                    // A key with an escape might spell the watched key, or another key of this
+                    // object: let the parser decide.
+                    if escaped { return false }
+                    let name = start..<(index - 1)
+                    guard keys.count - firstKey < Self.maximumKeysChecked,
+                          !keys[firstKey...].contains(where: { sameBytes($0, name) }) else { return false }
+                    keys.append(name)
                     let isKey = key.map { UnsafeBufferPointer(rebasing: bytes[start..<(index - 1)]).elementsEqual($0) } ?? false
                     skipWhitespace()
                     guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return false }
@@ -106,6 +117,10 @@ public enum JSONText {
             }
             depth -= 1
             return true
+        }
+
+        func sameBytes(_ a: Range<Int>, _ b: Range<Int>) -> Bool {
+            a.count == b.count && UnsafeBufferPointer(rebasing: bytes[a]).elementsEqual(UnsafeBufferPointer(rebasing: bytes[b]))
         }
 
         /// A string from its opening quote: nil where the parser throws or would change it; else

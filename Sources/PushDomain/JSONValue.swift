@@ -20,13 +20,27 @@ public enum JSONValue: Sendable, Equatable, Hashable {
 
     /// Parses one JSON text (RFC 8259). Leading and trailing whitespace is skipped; anything
     /// else after the value is an error.
-    public static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
+    /// Refuses an object that names a key twice (`JSONParseError.duplicateKey`), as Google's APIs
+    /// do; `duplicateKeys: .lastWins` is only for finding a refused message's id to NACK.
+    public static func parse(_ text: String, duplicateKeys: DuplicateKeys = .refused) throws(JSONParseError) -> JSONValue {
         var text = text
         let result = text.withUTF8 { bytes -> Result<JSONValue, JSONParseError> in
-            var parser = JSONParser(bytes)
+            var parser = JSONParser(bytes, duplicateKeys: duplicateKeys)
             do throws(JSONParseError) { return .success(try parser.parseDocument()) } catch { return .failure(error) }
         }
         return try result.get()
+    }
+
+    /// Parses JSON text given as bytes: text that is not valid UTF-8 is an error (RFC 8259 §8.1),
+    /// never a string with U+FFFD in place of the bad bytes.
+    public static func parse(utf8 bytes: UnsafeRawBufferPointer) throws(JSONParseError) -> JSONValue {
+        var parser = JSONParser(bytes.assumingMemoryBound(to: UInt8.self))
+        return try parser.parseDocument()
+    }
+
+    public enum DuplicateKeys: Sendable {
+        case refused
+        case lastWins
     }
 
     /// Compact, deterministic JSON text: object keys sorted by their UTF-8 bytes, no spaces,
@@ -130,10 +144,25 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
     public var reason: String
     /// Byte offset into the UTF-8 text.
     public var position: Int
+    /// Set when the text is JSON but names a key twice in one object: the key, and how deep its object
+    /// is (1: the outer object; arrays count as a level). Every listener refuses such text (docs/bad-input.md): a reader that
+    /// takes the first value and one that takes the last would see two different messages.
+    public var duplicateKey: DuplicateKey?
 
-    public init(reason: String, position: Int) {
+    public struct DuplicateKey: Sendable, Equatable {
+        public var name: String
+        public var depth: Int
+
+        public init(name: String, depth: Int) {
+            self.name = name
+            self.depth = depth
+        }
+    }
+
+    public init(reason: String, position: Int, duplicateKey: DuplicateKey? = nil) {
         self.reason = reason
         self.position = position
+        self.duplicateKey = duplicateKey
     }
 
     public var description: String { "\(reason) at position \(position)" }
@@ -149,9 +178,13 @@ struct JSONParser {
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
     private var depth = 0
+    private let duplicateKeys: JSONValue.DuplicateKeys
+    /// A byte of 0x80 or more was seen in a string: the text is checked as UTF-8 at the end.
+    private var nonASCII = false
 
-    init(_ bytes: UnsafeBufferPointer<UInt8>) {
+    init(_ bytes: UnsafeBufferPointer<UInt8>, duplicateKeys: JSONValue.DuplicateKeys = .refused) {
         self.bytes = bytes
+        self.duplicateKeys = duplicateKeys
     }
 
     mutating func parseDocument() throws(JSONParseError) -> JSONValue {
@@ -159,6 +192,11 @@ struct JSONParser {
         let value = try parseValue()
         skipWhitespace()
         if index < bytes.count { throw unexpected() }
+        // Strings are decoded leniently on the way (U+FFFD for bad bytes); the bytes decide here.
+        // A `String` argument is valid UTF-8 already, so this matters for `parse(utf8:)`.
+        if nonASCII, String(validating: bytes, as: UTF8.self) == nil {
+            throw JSONParseError(reason: "Invalid UTF-8 (RFC 8259 §8.1)", position: 0)
+        }
         return value
     }
 
@@ -225,13 +263,17 @@ struct JSONParser {
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw unexpected() }
+            let keyPosition = index
             let key = try parseString()
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw unexpected() }
             index += 1
             skipWhitespace()
-            // Duplicate keys: the last one wins, as in most Java JSON libraries.
-            object[key] = try parseValue()
+            let value = try parseValue()
+            guard object.updateValue(value, forKey: key) == nil || duplicateKeys == .lastWins else {
+                throw JSONParseError(reason: "Duplicate field \(JSONValue.string(key).encoded())", position: keyPosition,
+                                     duplicateKey: .init(name: key, depth: depth))
+            }
             skipWhitespace()
             guard index < bytes.count else { throw unexpected() }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
@@ -279,6 +321,7 @@ struct JSONParser {
                 return string
             }
             if byte == UInt8(ascii: "\\") { break }
+            if byte >= 0x80 { nonASCII = true }
             index += 1
         }
         guard index < bytes.count else { throw unexpected() }
@@ -290,6 +333,7 @@ struct JSONParser {
                 return String(decoding: buffer, as: UTF8.self)
             }
             if byte != UInt8(ascii: "\\") {
+                if byte >= 0x80 { nonASCII = true }
                 buffer.append(byte)
                 index += 1
                 continue

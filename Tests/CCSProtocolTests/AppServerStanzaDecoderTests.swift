@@ -24,6 +24,23 @@ struct StanzaErrorTests {
             == "InvalidJson: JSON_PARSING_ERROR : Expected a JSON object but found a number")
     }
 
+    @Test func aRepeatedKeyIsRefused() {
+        // One message_id: NACK INVALID_JSON with it, whichever key is repeated, at any depth.
+        for text in [#"{"to":"a","to":"b","message_id":"m1","data":{}}"#,
+                     #"{"to":"a","message_id":"m1","data":{"k":"1","k":"2"}}"#] {
+            guard case .failure(.nack(let nack)) = decode(text) else { Issue.record("not a NACK: \(text)"); continue }
+            #expect(nack.messageID == "m1" && nack.code == .invalidJSON, "\(text)")
+            #expect(nack.description.contains("Duplicate field"))
+        }
+        // message_id itself twice: no NACK could say which; a stanza error.
+        #expect(decode(#"{"to":"a","message_id":"m1","message_id":"m2"}"#).stanzaErrorText?.contains("Duplicate field \"message_id\"") == true)
+        // A message_id inside data is not the message's.
+        guard case .failure(.nack(let nested)) = decode(#"{"to":"a","message_id":"m3","data":{"message_id":"x","message_id":"y"}}"#) else {
+            Issue.record("a repeated key inside data is a NACK for the message"); return
+        }
+        #expect(nested.messageID == "m3")
+    }
+
     @Test func stillXMLEscapedJSONIsNotJSON() {
         // The XML layer must decode entities before handing the text over.
         #expect(decode(#"{&quot;to&quot;:&quot;a&quot;}"#).stanzaErrorText

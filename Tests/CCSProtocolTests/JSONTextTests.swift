@@ -43,7 +43,7 @@ struct JSONTextTests {
             "", "   ", "[]", "{}", #"{"aps":1}"#, #"{"aps":[]}"#, #"{"aps":"x"}"#, #"{"alert":{}}"#,
             #"{"aps":{}"#, #"{"aps":{}}}"#, #"{"aps":{}} x"#, #"{"aps":{},}"#, #"{"aps":{"a":01}}"#,
             #"{"aps":{"a":1.}}"#, #"{"aps":{"a":tru}}"#, #"{"aps":{"a":"x\q"}}"#, #"{"aps":{"a":"\u12G4"}}"#,
-            #"{'aps':{}}"#, #"{"aps":{}, "aps":2}"#,  // the last one counts, as the parser keeps it
+            #"{'aps':{}}"#, #"{"aps":{}, "aps":2}"#, #"{"aps":{"a":1,"a":1}}"#,  // a key twice: the parser refuses it
         ] {
             #expect(!embeddable(text), "\(text)")
         }

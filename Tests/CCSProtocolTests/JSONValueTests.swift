@@ -51,8 +51,34 @@ struct JSONParsingTests {
         #expect(try JSONValue.parse(" \n\t {\"a\" : [ 1 , 2 ] } \r\n ") == .object(["a": [1, 2]]))
     }
 
-    @Test func lastDuplicateKeyWins() throws {
-        #expect(try JSONValue.parse(#"{"a":1,"a":2}"#) == .object(["a": 2]))
+    @Test func aKeyNamedTwiceIsRefusedAtAnyDepth() throws {
+        #expect(throws: JSONParseError(reason: #"Duplicate field "a""#, position: 7, duplicateKey: .init(name: "a", depth: 1))) {
+            try JSONValue.parse(#"{"a":1,"a":2}"#)
+        }
+        let nested = #"{"m":{"b":[{"c":1,"c":1}]}}"#
+        #expect(throws: JSONParseError(reason: #"Duplicate field "c""#, position: 18, duplicateKey: .init(name: "c", depth: 4))) {
+            try JSONValue.parse(nested)
+        }
+        // Spelled differently, the same key: still one key.
+        #expect(throws: JSONParseError.self) { try JSONValue.parse(#"{"a":1,"\u0061":2}"#) }
+        // Only to find a refused message's id: the last one, then.
+        #expect(try JSONValue.parse(#"{"a":1,"a":2}"#, duplicateKeys: .lastWins) == .object(["a": 2]))
+        #expect(try JSONValue.parse(#"{"a":{"a":1},"b":[{"a":1},{"a":2}]}"#)["a"] == .object(["a": 1]))
+    }
+
+    @Test func bytesThatAreNotUTF8AreAnError() throws {
+        let bad: [UInt8] = Array(#"{"app":"x"#.utf8) + [0xFF, 0xFE] + Array(#""}"#.utf8)
+        #expect(Self.parse(bytes: bad) == .failure(JSONParseError(reason: "Invalid UTF-8 (RFC 8259 §8.1)", position: 0)))
+        let escaped: [UInt8] = Array(#"{"app":"x\n"#.utf8) + [0xC3] + Array(#""}"#.utf8)  // a cut 2-byte sequence after an escape
+        #expect(Self.parse(bytes: escaped) == .failure(JSONParseError(reason: "Invalid UTF-8 (RFC 8259 §8.1)", position: 0)))
+        let good = Array(#"{"app":"caf\#u{E9} \#u{1F600}"}"#.utf8)
+        #expect(Self.parse(bytes: good) == .success(.object(["app": .string("caf\u{E9} \u{1F600}")])))
+    }
+
+    static func parse(bytes: [UInt8]) -> Result<JSONValue, JSONParseError> {
+        bytes.withUnsafeBytes { raw in
+            do throws(JSONParseError) { return .success(try JSONValue.parse(utf8: raw)) } catch { return .failure(error) }
+        }
     }
 
     @Test func reportsErrorsWithPosition() {

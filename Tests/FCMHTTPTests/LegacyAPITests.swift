@@ -50,6 +50,43 @@ import Testing
         }
     }
 
+    @Test func onlyJSONAndThePlainTextFormAreRead() async throws {
+        let f = try Fixture()
+        let token = try await f.register()
+        try await f.test { client in
+            let body = #"{"to":"\#(token)","data":{"k":"v"}}"#
+            for type in ["text/xml", "text/plain", "multipart/form-data; boundary=x", "application/xml"] {
+                let r = try await post(client, "/fcm/send", body, headers: [.contentType: type, .authorization: "key=k"])
+                #expect(r.status == .badRequest, "\(type)")
+                #expect(String(buffer: r.body).contains("application/json"), "\(type)")
+            }
+            #expect(try f.queue(token).isEmpty, "nothing refused was stored")
+            for type in ["application/json; charset=UTF-8", "application/merge-patch+json"] {
+                let r = try await post(client, "/fcm/send", body, headers: [.contentType: type, .authorization: "key=k"])
+                #expect(r.status == .ok, "\(type)")
+            }
+            // No Content-Type: a body starting with { is JSON, as before.
+            #expect(try await post(client, "/fcm/send", body, headers: [.authorization: "key=k"]).status == .ok)
+        }
+    }
+
+    @Test func aRepeatedKeyOrBytesThatAreNotUTF8AreA400() async throws {
+        let f = try Fixture()
+        let token = try await f.register()
+        try await f.test { client in
+            let repeated = try await post(client, "/fcm/send", #"{"to":"\#(token)","to":"\#(token)"}"#, headers: Self.key)
+            #expect(repeated.status == .badRequest)
+            #expect(String(buffer: repeated.body).contains("Duplicate field"))
+            var bad = ByteBuffer(string: #"{"to":"\#(token)","data":{"k":""#)
+            bad.writeBytes([0xFF, 0xFE])
+            bad.writeString(#""}}"#)
+            let invalid = try await client.execute(uri: "/fcm/send", method: .post, headers: Self.key, body: bad)
+            #expect(invalid.status == .badRequest)
+            #expect(String(buffer: invalid.body).contains("UTF-8"))
+            #expect(try f.queue(token).isEmpty)
+        }
+    }
+
     @Test func registrationIDsAnswerInRequestOrder() async throws {
         let f = try Fixture()
         let first = try await f.register()

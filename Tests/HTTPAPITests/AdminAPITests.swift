@@ -3,6 +3,8 @@ import CCSProtocol
 import CCSStore
 import Foundation
 import HTTPAPI
+import HTTPRequestBody
+import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
@@ -67,6 +69,37 @@ import Testing
             #expect(view?["link"] == .string("https://e.com/l"))
             #expect(view?["presentation"] == .string("app"))
         }
+    }
+
+    @Test func aBodyThatIsNotUTF8OrRepeatsAKeyRegistersNothing() async throws {
+        let f = try Fixture()
+        try await f.test { client in
+            var bad = ByteBuffer(string: #"{"app":"x"#)
+            bad.writeBytes([0xFF, 0xFE])
+            bad.writeString(#"","senders":["1"]}"#)
+            let invalid = try await client.execute(uri: "/emulator/v1/devices", method: .post, body: bad)
+            #expect(invalid.status == .badRequest)
+            #expect(try Self.json(invalid)["error"]?["message"]?.stringValue?.contains("UTF-8") == true)
+            let repeated = try await Self.post(client, "/emulator/v1/devices", #"{"app":"a","app":"b","senders":["1"]}"#)
+            #expect(repeated.status == .badRequest)
+            #expect(try Self.json(repeated)["error"]?["message"]?.stringValue?.contains(#"Duplicate field "app""#) == true)
+            #expect(f.engine.allDevices().isEmpty)
+        }
+    }
+
+    /// The test client sets Content-Length from the body it has, so the declared length is tried on a
+    /// request made here: a body that never comes must not be waited for.
+    @Test func aDeclaredLengthOverTheLimitIsRefusedBeforeTheBodyIsRead() async throws {
+        let (stream, source) = RequestBody.makeStream()
+        defer { source.finish() }  // the body never comes: collectBody must not wait for it
+        for declared in ["1048577", "1000000000000", "99999999999999999999999"] {
+            let request = Request(head: HTTPRequest(method: .post, scheme: "http", authority: "localhost", path: "/x",
+                                                    headerFields: [.contentLength: declared]), body: stream)
+            await #expect(throws: HTTPError.self, "\(declared)") { _ = try await request.collectBody(limit: 1 << 20) }
+        }
+        let fits = Request(head: HTTPRequest(method: .post, scheme: "http", authority: "localhost", path: "/x",
+                                             headerFields: [.contentLength: "2"]), body: RequestBody(buffer: ByteBuffer(string: "{}")))
+        #expect(try await fits.collectBody(limit: 1 << 20) == ByteBuffer(string: "{}"))
     }
 
     @Test func metricsAreServedInPrometheusTextFormat() async throws {

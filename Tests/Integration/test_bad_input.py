@@ -238,6 +238,33 @@ def simple_http(method: str, path, body, status: int, contains: str = "", header
     return run
 
 
+def admin_nothing_registered(body: bytes, status: int, contains: str):
+    def run(ctx: Ctx):
+        before = len(http_json("GET", f"{ctx.server.http_base}/emulator/v1/devices")[1]["devices"])
+        status_is(ctx.http("POST", "/emulator/v1/devices", body, dict(H_JSON)), status, contains)
+        assert len(http_json("GET", f"{ctx.server.http_base}/emulator/v1/devices")[1]["devices"]) == before
+    return run
+
+
+def declared_length(path, headers: Callable[[Ctx], dict]):
+    """A head that announces 10^12 bytes, then ten: 413 at once (not at the request deadline), and the
+    connection closed after it."""
+    def run(ctx: Ctx):
+        p = path(ctx) if callable(path) else path
+        head = f"POST {p} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000000000000\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in headers(ctx).items()) + "\r\n"
+        with socket.create_connection(("127.0.0.1", ctx.server.http_port), timeout=5) as sock:
+            sock.sendall(head.encode() + b"0123456789")
+            received = b""
+            while True:  # until the server closes its side: a timeout here fails the case
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                received += chunk
+        assert received.startswith(b"HTTP/1.1 413"), received[:200]
+    return run
+
+
 def key_headers(ctx: Ctx) -> dict:
     return {"Authorization": f"key={ctx.key}", "Content-Type": "application/json", "project_id": ctx.sender}
 
@@ -287,7 +314,9 @@ CASES: list[tuple[str, Callable[[Ctx], None]]] = [
     ("ccs-json-message-too-big", ccs_nothing_stored(downstream('"message_id":"tb","data":{"a":"%s"}' % ("x" * 5000)),
                                                     lambda c: nack(c, "INVALID_JSON", "tb"))),
     ("ccs-json-duplicate-keys", ccs_nothing_stored(lambda ctx: gcm('{"to":"%s","to":"not-a-token","message_id":"dk","data":{}}' % ctx.token),
-                                                   lambda c: nack(c, "BAD_REGISTRATION", "dk"))),
+                                                   lambda c: nack(c, "INVALID_JSON", "dk"))),
+    ("ccs-json-duplicate-message-id", ccs_nothing_stored(lambda ctx: gcm('{"to":"%s","message_id":"d1","message_id":"d2","data":{}}' % ctx.token),
+                                                         stanza_error)),
     ("ccs-json-5mb-string", ccs_post(downstream('"message_id":"5m","data":{"a":"%s"}' % ("x" * (5 << 20))),
                                      lambda c: stream_error(c, "policy-violation"), closed)),
     ("ccs-bad-ack", ccs_nothing_stored(gcm('{"to":"x","message_type":"ack"}'), lambda c: c.wait_gcm(None))),
@@ -305,7 +334,10 @@ CASES: list[tuple[str, Callable[[Ctx], None]]] = [
     # FCM HTTP: legacy
     ("legacy-malformed-json", legacy("{bad", 400, "JSON_PARSING_ERROR")),
     ("legacy-huge-number", legacy(lambda ctx: '{"to":"%s","time_to_live":1e400,"data":{}}' % ctx.token, 400, "Number out of range")),
-    ("legacy-wrong-content-type", legacy(lambda ctx: json.dumps({"to": ctx.token, "data": {}}), 200, "Error=MissingRegistration", ctype="text/plain")),
+    ("legacy-wrong-content-type", legacy(lambda ctx: json.dumps({"to": ctx.token, "data": {}}), 400, "application/json", ctype="text/xml")),
+    ("legacy-duplicate-keys", legacy(lambda ctx: '{"to":"%s","to":"%s","data":{}}' % (ctx.token, ctx.token), 400, "Duplicate field")),
+    ("legacy-invalid-utf8", legacy(lambda ctx: b'{"to":"%s","data":{"a":"\xff\xfe"}}' % ctx.token.encode(), 400, "UTF-8")),
+    ("legacy-huge-content-length", declared_length("/fcm/send", lambda ctx: {"Authorization": f"key={ctx.key}", "Content-Type": "application/json"})),
     ("legacy-too-many-tokens", legacy(json.dumps({"registration_ids": ["t"] * 1001, "data": {}}), 400, "exceeds maximum allowed (1000)")),
     ("legacy-no-authorization", legacy(lambda ctx: json.dumps({"to": ctx.token}), 401, "Unauthorized", auth=False)),
     ("legacy-body-over-1mib", legacy("x" * (2 << 20), 413, "")),
@@ -317,6 +349,10 @@ CASES: list[tuple[str, Callable[[Ctx], None]]] = [
     ("v1-unknown-field", v1(lambda ctx: json.dumps({"message": {"token": ctx.token, "colour": "red"}}), 400, "colour")),
     ("v1-no-bearer", v1(lambda ctx: json.dumps({"message": {"token": ctx.token}}), 401, "UNAUTHENTICATED", bearer=False)),
     ("v1-body-over-1mib", v1("x" * (2 << 20), 413, "")),
+    ("v1-duplicate-keys", v1(lambda ctx: '{"message":{"token":"%s","token":"%s"}}' % (ctx.token, ctx.token), 400, "Duplicate field")),
+    ("v1-invalid-utf8", v1(lambda ctx: b'{"message":{"token":"%s","data":{"a":"\xff"}}}' % ctx.token.encode(), 400, "UTF-8")),
+    ("v1-huge-content-length", declared_length(lambda ctx: f"/v1/projects/{ctx.sender}/messages:send",
+                                               lambda ctx: {"Authorization": f"Bearer {ctx.bearer}", "Content-Type": "application/json"})),
     # FCM HTTP: Instance ID and device groups
     ("iid-malformed-json", simple_http("POST", "/iid/v1:batchAdd", "{bad", 400, "INVALID_ARGUMENT", key_headers)),
     ("iid-too-many-tokens", simple_http("POST", "/iid/v1:batchAdd", json.dumps({"to": "/topics/a", "registration_tokens": ["t"] * 1001}),
@@ -331,6 +367,14 @@ CASES: list[tuple[str, Callable[[Ctx], None]]] = [
                                          json.dumps({"foreground": "yes"}), 400, "true or false")),
     ("admin-fault-out-of-range", simple_http("POST", "/emulator/v1/faults", json.dumps({"action": "delay_ack", "delay_ms": 10 ** 15}), 400, "delay_ms")),
     ("admin-body-over-1mib", simple_http("POST", "/emulator/v1/devices", "x" * (2 << 20), 413)),
+    ("admin-invalid-utf8", admin_nothing_registered(b'{"app":"bad\xff\xfeapp","senders":["1"]}', 400, "UTF-8")),
+    ("admin-duplicate-keys", admin_nothing_registered(b'{"app":"first","app":"second","senders":["1"]}', 400, "Duplicate field")),
+    ("admin-huge-content-length", declared_length("/emulator/v1/devices", lambda ctx: dict(H_JSON))),
+    ("admin-not-json-content-type", simple_http("POST", "/emulator/v1/devices", json.dumps({"app": "a", "senders": ["1"]}), 415,
+                                                "application/json", lambda ctx: {"Content-Type": "text/plain"})),
+    ("admin-foreign-host", simple_http("GET", "/emulator/v1/info", None, 403, "--public-host", lambda ctx: {"Host": "rebind.attacker.example"})),
+    ("admin-cross-origin", simple_http("POST", "/emulator/v1/reset", None, 403, "another origin",
+                                       lambda ctx: {"Origin": "https://attacker.example"})),
     ("admin-unknown-route", simple_http("GET", "/emulator/v1/nothing-here", None, 404)),
     # APNs
     ("apns-zero-length-token", apns_case(lambda t: apns_frame(good_items(b"")), 2)),
