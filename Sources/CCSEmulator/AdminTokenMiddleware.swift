@@ -1,19 +1,19 @@
 import Hummingbird
 import NIOCore
 
-/// `--admin-token`: every route under `/emulator/v1/` (the admin API, and the service-account files
-/// of `/emulator/v1/credentials`) wants `Authorization: Bearer TOKEN`, except the liveness check and
-/// the CA certificate, which are public. Without a token the emulator refuses a non-loopback
-/// `--bind`, so the admin API is never open beyond the machine (docs/hardening.md, "Isolation").
+/// `--admin-token`: every admin route (under `/emulator/v1/`, with the service-account files of
+/// `/emulator/v1/credentials`, and `/metrics`) wants `Authorization: Bearer TOKEN`, except the
+/// liveness check and the CA certificate, which are public. Without a token the emulator refuses a
+/// non-loopback `--bind`, so the admin API is never open beyond the machine (docs/hardening.md).
+///
+/// Router middleware runs once the route is resolved, so the check reads the route that will answer
+/// (`AdminRoutes`), not the path as written: no spelling of a path reaches an admin route unchecked.
 struct AdminTokenMiddleware<Context: RequestContext>: RouterMiddleware {
     let token: String
 
-    static var exempt: Set<String> { ["/emulator/v1/health", "/emulator/v1/ca.pem"] }
-
     func handle(_ request: Request, context: Context,
                 next: (Request, Context) async throws -> Response) async throws -> Response {
-        let path = request.uri.path
-        guard path.hasPrefix("/emulator/v1/"), !Self.exempt.contains(path) else {
+        guard AdminRoutes.kind(ofEndpoint: context.endpointPath) == .admin else {
             return try await next(request, context)
         }
         guard let given = request.headers[.authorization], Self.matches(given, "Bearer " + token) else {

@@ -21,7 +21,7 @@ final class DataDirectoryLock: Sendable {
     static func acquire(dataDirectory: String) throws -> DataDirectoryLock {
         let path = dataDirectory + "/lock"
         // No O_TRUNC: the PID in the file belongs to whoever holds the lock, maybe not us.
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else {
             throw ConfigurationError("cannot open \(path): \(String(cString: strerror(errno)))")
         }

@@ -16,12 +16,25 @@ public struct DevelopmentCA: Sendable {
     public static let serverAddresses: [[UInt8]] = [[127, 0, 0, 1], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]]
 
     /// What a CA made here may issue for (NameConstraints, RFC 5280 §4.2.1.10): trusting it must not
-    /// let it vouch for any other site. DNS subtrees cover the names above and the Google and Apple
-    /// push hosts to come. IP ranges are left out on purpose: BoringSSL (swift-nio-ssl, so the device
-    /// simulator and every Swift client) refuses a chain whose CA constrains IP addresses, even with
-    /// the loopback ranges in the RFC's address + mask form, while OpenSSL accepts it (tried with
-    /// `ccs-emulator device` against a CA with `IP:127.0.0.0/255.0.0.0`: CERTIFICATE_VERIFY_FAILED).
-    public static let permittedDNSDomains = ["localhost", "googleapis.com", "google.com", "push.apple.com"]
+    /// let it vouch for any other site. The DNS subtrees are exactly the names served (a dNSName
+    /// constraint also admits names below it, none of which is served).
+    ///
+    /// IP addresses are not constrained, although the RFC allows it: BoringSSL (swift-nio-ssl, so the
+    /// device simulator and every Swift client) fails every chain whose CA has an iPAddress constraint,
+    /// permitted or excluded (`crypto/x509/v3_ncons.cc` answers X509_V_ERR_UNSUPPORTED_CONSTRAINT_TYPE;
+    /// tried with 127.0.0.0/8 and ::1/128: CERTIFICATE_VERIFY_FAILED, while OpenSSL accepts it). What
+    /// stands in its place is the CA key's privacy: 0600 in a 0700 data directory (docs/hardening.md).
+    public static let permittedDNSDomains = serverNames
+
+    static var nameConstraints: NameConstraints {
+        NameConstraints(permittedDNSDomains: permittedDNSDomains)
+    }
+
+    /// Whether `ca` has the constraints a CA made by this version has (one made before may issue for
+    /// all of google.com: it is kept, so clients keep trusting it, with a warning).
+    public static func isConstrainedAsNow(_ ca: Certificate) -> Bool {
+        (try? ca.extensions.nameConstraints) == nameConstraints
+    }
 
     /// A server certificate this close to its end is issued anew at start.
     static let renewalMargin: TimeInterval = 30 * 86400
@@ -57,7 +70,7 @@ public struct DevelopmentCA: Sendable {
                 extensions: try Certificate.Extensions {
                     Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
                     Critical(KeyUsage(keyCertSign: true, cRLSign: true))
-                    Critical(NameConstraints(permittedDNSDomains: permittedDNSDomains))
+                    Critical(nameConstraints)
                     SubjectKeyIdentifier(hash: caKey.publicKey)
                 },
                 issuerPrivateKey: .init(caKey))

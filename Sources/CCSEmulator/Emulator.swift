@@ -18,6 +18,7 @@ import NIOSSL
 import ServiceLifecycle
 import Locking
 import WebPushDelivery
+import X509
 import XMPPServer
 
 #if canImport(Glibc)
@@ -55,6 +56,9 @@ public struct EmulatorConfiguration: Sendable {
     /// `--store`: a PostgreSQL URL (several nodes share one database: docs/scaling.md); nil keeps the
     /// state in SQLite in the data directory.
     public var storeURL: String?
+    /// The PostgreSQL password when `storeURL` has none (`--store-password-file`, PGPASSWORD): a
+    /// password on the command line is visible to every local user in `ps`.
+    public var storePassword: String?
     /// With `storeURL`: where this node's link to the other nodes listens (`bindHost`, this port) and
     /// the host they reach it at (nil: `bindHost`, or the machine's host name for a wildcard bind).
     public var clusterPort = 0
@@ -78,6 +82,12 @@ public struct EmulatorConfiguration: Sendable {
     /// Required by `/emulator/v1/` routes as `Authorization: Bearer …` when set; without it a
     /// non-loopback `bindHost` is refused.
     public var adminToken: String?
+    /// Names besides loopback and `bindHost` under which the admin API and the dashboard answer
+    /// (`serve --public-host`): any other `Host` is refused, which stops DNS rebinding.
+    public var publicHosts: [String] = []
+    /// `serve --open-fcm-apis-without-auth`: with a non-loopback `bindHost`, accept permissive auth
+    /// (any key) anyway. Without it, such a bind needs `--auth strict`.
+    public var openFCMAPIsWithoutAuth = false
     /// The app-server audit (docs/conformance.md); off saves its bookkeeping under load tests.
     public var audit = true
     /// FCM's per-device message limit (`--device-message-rate`); nil: off.
@@ -160,22 +170,37 @@ public final class Emulator: Sendable {
         if config.adminToken == nil, !isLoopback(config.bindHost) {
             throw ConfigurationError("--bind \(config.bindHost) would open the admin API (devices, faults, the clock, reset) beyond this machine: give --admin-token TOKEN (clients send Authorization: Bearer TOKEN; the device, send and bench commands read CCS_ADMIN_TOKEN), or bind 127.0.0.1")
         }
+        if !isLoopback(config.bindHost), config.authMode != .strict, !config.openFCMAPIsWithoutAuth {
+            throw ConfigurationError("--bind \(config.bindHost) would open the FCM APIs (CCS, /fcm/send, HTTP v1) to anyone on the network with any key: give --auth strict (with --config naming the senders and keys), or --open-fcm-apis-without-auth to accept that, or bind 127.0.0.1")
+        }
+        for name in config.publicHosts where !HostPolicy.isValidName(name) {
+            throw ConfigurationError("--public-host \(name): give a host name or address as clients write it in Host (no scheme, port or path)")
+        }
         if let token = config.adminToken, token.utf8.count < 16 || !token.utf8.allSatisfy({ $0 > 32 && $0 < 127 }) {
             throw ConfigurationError("--admin-token must be at least 16 printable characters without spaces")
         }
         let fm = FileManager.default
         let dataDir = URL(fileURLWithPath: config.dataDirectory, relativeTo: URL(fileURLWithPath: fm.currentDirectoryPath))
             .standardizedFileURL.path
-        do { try fm.createDirectory(atPath: dataDir, withIntermediateDirectories: true) } catch {
+        do {
+            try fm.createDirectory(atPath: dataDir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
             throw ConfigurationError("cannot create --data-dir \(dataDir): \(error.localizedDescription)")
         }
+        try DataDirectoryPermissions.secure(dataDir, logger: logger)
         // Before anything touches the store: a second server must not open (or reset) it.
         let lock = try DataDirectoryLock.acquire(dataDirectory: dataDir)
         if let problem = lock.problem {
             logger.warning("\(problem); a second server on this data dir would not be refused")
         }
         let postgresURL: PostgresURL?
-        do { postgresURL = try config.storeURL.map(PostgresURL.init(parsing:)) } catch {
+        do {
+            postgresURL = try config.storeURL.map { text in
+                var url = try PostgresURL(parsing: text)
+                if url.password == nil { url.password = config.storePassword }
+                return url
+            }
+        } catch {
             throw ConfigurationError("\(error)")
         }
         if config.webPush && postgresURL != nil {
@@ -282,6 +307,10 @@ public final class Emulator: Sendable {
         // APNs providers authenticate with client certificates from the development CA (apns-cert),
         // whichever certificate the server itself presents.
         let developmentCA = try DevelopmentCA.ensure(in: dataDir + "/tls")
+        if let pem = try? String(contentsOfFile: developmentCA.caCertPath, encoding: .utf8),
+           let caCert = try? Certificate(pemEncoded: pem), !DevelopmentCA.isConstrainedAsNow(caCert) {
+            logger.warning("the development CA \(developmentCA.caCertPath) was made by an older version and may issue for all of google.com; to replace it with one limited to the names served, stop the emulator, remove \(dataDir)/tls, start again and trust the new ca.pem (docs/hardening.md)")
+        }
         let apnsTLS = try NIOSSLContext(configuration: APNsServer.tlsConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(certPath),
             privateKey: try NIOSSLPrivateKey(file: keyPath, format: .pem),
@@ -370,7 +399,10 @@ public final class Emulator: Sendable {
             }
             let ports = Locked(emulatorInfo)
             let router = Router()
+            // The token first (a caller without it learns nothing more), then the Host, Origin and
+            // Content-Type rules that keep web pages out even where no token is set.
             if let token = config.adminToken { router.add(middleware: AdminTokenMiddleware(token: token)) }
+            router.add(middleware: AdminRequestGuard(policy: HostPolicy(bindHost: config.bindHost, publicHosts: config.publicHosts)))
             AdminAPI(engine: engine, info: { ports.withLock { $0 } }, connectionStatistics: {
                 ["idle_parsers_released": XMPPListener.idleParsersReleased,
                  "http_deadline_closes": HTTPRequestDeadlines.closed.load(ordering: .relaxed)]
@@ -550,6 +582,8 @@ public final class Emulator: Sendable {
         engine.closeAllConnections()
         await webPush?.shutdown()
         try? await Task.sleep(for: .milliseconds(100)) // lets the closing tags go out
+        // Event streams never end by themselves: end them, or the graceful stop would wait forever.
+        engine.journal?.endFollowers()
         await http.triggerGracefulShutdown()
         _ = await httpTask.result
         if let virtual = engine.clock as? VirtualClock {

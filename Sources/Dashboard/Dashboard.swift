@@ -22,8 +22,9 @@ public enum Dashboard {
             router.get(RouterPath(path)) { _, _ in
                 Response(status: .ok,
                          headers: [.contentType: asset.contentType, .cacheControl: "no-cache",
-                                   // The page loads only its own script and style, and talks only to this origin.
-                                   .contentSecurityPolicy: "default-src 'self'; img-src * data:; style-src 'self'"],
+                                   // The page loads only its own script and style, talks only to this origin, and is never
+                                   // framed (a page of another site cannot overlay it and click its buttons).
+                                   .contentSecurityPolicy: "default-src 'self'; img-src * data:; style-src 'self'; frame-ancestors 'none'"],
                          body: .init(byteBuffer: ByteBuffer(bytes: asset.bytes)))
             }
         }

@@ -55,9 +55,8 @@ public struct AccessTokenIssuer: Sendable {
         let secret = SymmetricKey(size: .bits256)
         let bytes = secret.withUnsafeBytes { Data($0) }
         let temporary = path + ".\(getpid()).tmp"
-        guard fm.createFile(atPath: temporary, contents: bytes, attributes: [.posixPermissions: 0o600]) else {
-            throw CredentialsError("cannot write \(temporary)")
-        }
+        unlink(temporary)
+        try PrivateFile.create(atPath: temporary, contents: bytes)
         // link(2) fails if another process made the secret first: then that one is used.
         if link(temporary, path) != 0 {
             unlink(temporary)

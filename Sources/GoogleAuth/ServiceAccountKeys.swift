@@ -141,11 +141,8 @@ public final class ServiceAccountKeyStore: Sendable {
     private func write(_ key: IssuedKey) throws(CredentialsError) {
         let path = directory + "/" + key.keyID + ".json"
         let temporary = path + ".tmp"
-        let fm = FileManager.default
-        guard fm.createFile(atPath: temporary, contents: Data((key.storedJSON.encoded() + "\n").utf8),
-                            attributes: [.posixPermissions: 0o600]) else {
-            throw CredentialsError("cannot write \(temporary)")
-        }
+        unlink(temporary)  // left by a process that died between create and rename; O_EXCL would refuse it
+        try PrivateFile.create(atPath: temporary, contents: Data((key.storedJSON.encoded() + "\n").utf8))
         // rename(2) replaces atomically: a reader never sees half a key file.
         guard rename(temporary, path) == 0 else {
             throw CredentialsError("cannot rename \(temporary) to \(path): errno \(errno)")

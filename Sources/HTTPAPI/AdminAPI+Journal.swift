@@ -1,6 +1,7 @@
 import CCSEngine
 import CCSProtocol
 import Foundation
+import HTTPTypes
 import Hummingbird
 import MessageJournal
 import NIOCore
@@ -35,26 +36,67 @@ extension AdminAPI {
                 "events": .array(events.map { Self.parsed($0.json) }),
             ]))
         }
-        v1.get("events") { request, _ in
-            let journal = try self.requireJournal()
-            let q = request.uri.queryParameters
-            let sender = q["sender"].map(String.init), token = q["token"].map(String.init)
-            let messageID = q["message_id"].map(String.init)
-            let events = journal.follow()
+        v1.get("events") { request, _ in try await self.eventStream(request) }
+    }
+
+    /// `GET /emulator/v1/events`: the journal's events as Server-Sent Events, live, resumed after
+    /// `Last-Event-ID` (what a reconnecting `EventSource` sends) from the journal's database. A comment
+    /// line every `heartbeat` finds a client that went away, so its place among the
+    /// `MessageJournal.maximumFollowers` is given back (429 past them).
+    func eventStream(_ request: Request) async throws -> Response {
+        let journal = try requireJournal()
+        let q = request.uri.queryParameters
+        let filter = EventStreamFilter(sender: q["sender"].map(String.init), token: q["token"].map(String.init),
+                                       messageID: q["message_id"].map(String.init))
+        // Per the SSE spec a client sends back an id it was given; anything else starts a live stream.
+        let resumeAfter = request.headers[HTTPField.Name("Last-Event-ID")!]
+            .flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }.flatMap { (0..<Int64.max).contains($0) ? $0 : nil }
+        guard let live = journal.follow() else {
+            throw APIError(status: .tooManyRequests,
+                           message: "\(MessageJournal.maximumFollowers) clients already follow the events; close one",
+                           googleStatus: "RESOURCE_EXHAUSTED")
+        }
+        let heartbeat = Self.eventStreamHeartbeat
+        let body = ResponseBody { writer in
             // The first bytes say the stream follows the journal: a client that waits for them knows
             // every event recorded from then on will come.
-            let body = ResponseBody { writer in
-                try await writer.write(ByteBuffer(string: ": following the message journal\n\n"))
-                for await e in events {
-                    if let sender, e.sender != sender { continue }
-                    if let token, e.token != token { continue }
-                    if let messageID, e.messageID != messageID { continue }
-                    try await writer.write(ByteBuffer(string: "id: \(e.seq)\nevent: \(e.kind.rawValue)\ndata: \(e.json)\n\n"))
+            try await writer.write(ByteBuffer(string: ": following the message journal\n\n"))
+            var newest: Int64 = -1
+            if let resumeAfter {
+                for e in try await journal.events(after: resumeAfter) {
+                    newest = e.seq
+                    if filter.admits(e) { try await writer.write(Self.sse(e)) }
                 }
-                try await writer.finish(nil)
             }
-            return Response(status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"], body: body)
+            let (items, continuation) = AsyncStream<EventStreamItem>.makeStream(
+                bufferingPolicy: .bufferingNewest(MessageJournal.followerBuffer))
+            let pump = Task {
+                for await e in live { continuation.yield(.event(e)) }
+                continuation.finish()  // the journal ended its followers: a graceful stop
+            }
+            let beat = Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: heartbeat)
+                    continuation.yield(.heartbeat)
+                }
+            }
+            defer { pump.cancel(); beat.cancel() }
+            for await item in items {
+                switch item {
+                case .heartbeat: try await writer.write(ByteBuffer(string: ": keep-alive\n\n"))
+                case .event(let e) where e.seq > newest && filter.admits(e): try await writer.write(Self.sse(e))
+                case .event: continue
+                }
+            }
+            try await writer.finish(nil)
         }
+        return Response(status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"], body: body)
+    }
+
+    static let eventStreamHeartbeat: Duration = .seconds(15)
+
+    static func sse(_ e: JournalEvent) -> ByteBuffer {
+        ByteBuffer(string: "id: \(e.seq)\nevent: \(e.kind.rawValue)\ndata: \(e.json)\n\n")
     }
 
     private func requireJournal() throws -> MessageJournal {
@@ -95,4 +137,21 @@ extension AdminAPI {
             throw APIError(status: .serviceUnavailable, message: "the journal could not be read: \(error)", googleStatus: "UNAVAILABLE")
         }
     }
+}
+
+/// What `GET /emulator/v1/events?sender=&token=&message_id=` lets through.
+struct EventStreamFilter: Sendable {
+    var sender: String?
+    var token: String?
+    var messageID: String?
+
+    func admits(_ e: JournalEvent) -> Bool {
+        (sender == nil || e.sender == sender) && (token == nil || e.token == token)
+            && (messageID == nil || e.messageID == messageID)
+    }
+}
+
+enum EventStreamItem: Sendable {
+    case event(JournalEvent)
+    case heartbeat
 }

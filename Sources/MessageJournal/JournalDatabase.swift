@@ -430,6 +430,26 @@ struct JournalDatabase: Sendable {
         }
     }
 
+    func events(after seq: Int64, limit: Int) throws -> [JournalEvent] {
+        guard seq >= 0, seq < Int64.max, limit > 0 else { return [] }
+        return try pool.read { db in
+            // An entry holds events of one batch, and its `seq` is its first event's: every entry with an
+            // event after `seq` is in the batch holding `seq + 1` or a later one.
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT e.message_id, t.token, e.events, e.seq, e.first_at, e.sender FROM journal_entry e
+                LEFT JOIN journal_token t ON t.id = e.token_id
+                WHERE e.seq >= (SELECT IFNULL(MAX(first_seq), 0) FROM journal_batch WHERE first_seq <= ?)
+                  AND e.last_seq > ?
+                ORDER BY e.seq LIMIT ?
+                """, arguments: [seq + 1, seq, limit])
+            let events = rows.flatMap { row in
+                EncodedEvents.events(inRow: Array(row[2] as Data), messageID: row[0], token: row[1], seq: row[3],
+                                     at: row[4], sender: row[5])
+            }
+            return Array(events.filter { $0.seq > seq }.sorted { $0.seq < $1.seq }.prefix(limit))
+        }
+    }
+
     /// Most tokens a summary lists (a topic message's audience can be large).
     static let summaryTokens = 20
 

@@ -72,6 +72,8 @@ public final class MessageJournal: Sendable {
         var writtenSeq: Int64
         var followers: [Int: AsyncStream<JournalEvent>.Continuation] = [:]
         var nextFollower = 0
+        /// Set at a graceful stop: every stream has ended and no new one starts.
+        var followingEnded = false
         var waiters: [(seq: Int64, continuation: CheckedContinuation<Void, Never>)] = []
         var writerIdle = false
         /// The writer lets the next batch gather (`batchPause`); only a query waiting wakes it early.
@@ -184,20 +186,45 @@ public final class MessageJournal: Sendable {
         return try database.count()
     }
 
-    /// Every event recorded from now on, as it is recorded. A follower that does not keep up loses
-    /// the oldest of its unread events (10,000 are kept), never slows the journal down.
-    public func follow() -> AsyncStream<JournalEvent> {
-        let (stream, continuation) = AsyncStream<JournalEvent>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
-        let id = state.withLock { s -> Int in
+    /// Followers at once, at most: each holds a buffer of up to `followerBuffer` events, and every
+    /// event is copied to each (`GET /emulator/v1/events` answers 429 past it).
+    public static let maximumFollowers = 32
+    public static let followerBuffer = 10_000
+
+    /// Every event recorded from now on, as it is recorded; nil when `maximumFollowers` already follow
+    /// or the journal is stopping. A follower that does not keep up loses the oldest of its unread
+    /// events (`followerBuffer` are kept), never slows the journal down.
+    public func follow() -> AsyncStream<JournalEvent>? {
+        let (stream, continuation) = AsyncStream<JournalEvent>.makeStream(bufferingPolicy: .bufferingNewest(Self.followerBuffer))
+        let id = state.withLock { s -> Int? in
+            guard !s.followingEnded, s.followers.count < Self.maximumFollowers else { return nil }
             let id = s.nextFollower
             s.nextFollower += 1
             s.followers[id] = continuation
             return id
         }
+        guard let id else { return nil }
         continuation.onTermination = { [weak self] _ in
             _ = self?.state.withLock { $0.followers.removeValue(forKey: id) }
         }
         return stream
+    }
+
+    /// Ends every follower's stream and refuses new ones: a graceful stop must not wait for streams
+    /// that would never end by themselves.
+    public func endFollowers() {
+        let ended = state.withLock { s -> [AsyncStream<JournalEvent>.Continuation] in
+            s.followingEnded = true
+            return Array(s.followers.values)
+        }
+        for continuation in ended { continuation.finish() }
+    }
+
+    /// The events recorded after `seq`, oldest first, at most `limit` (what a follower that
+    /// reconnects with `Last-Event-ID` missed; pruned events are gone).
+    public func events(after seq: Int64, limit: Int = followerBuffer) async throws -> [JournalEvent] {
+        await sync()
+        return try database.events(after: seq, limit: limit)
     }
 
     public var figures: Figures {

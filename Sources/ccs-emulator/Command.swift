@@ -80,8 +80,12 @@ struct Serve: AsyncParsableCommand {
     var dataDir = ".ccs-emulator"
     @Flag(help: "Delete the stored state (senders, devices, queues, the virtual clock) before starting; DATA_DIR/tls, the CA your clients trust, is kept.")
     var resetState = false
-    @Option(help: "Address every listener binds.")
+    @Option(help: "Address every listener binds. Anything but loopback needs --auth strict (or --open-fcm-apis-without-auth) and --admin-token.")
     var bind = "127.0.0.1"
+    @Option(help: ArgumentHelp("A host name (or address) under which the admin API and the dashboard answer, besides loopback and --bind; repeatable. Requests with any other Host are refused (DNS rebinding).", valueName: "name"))
+    var publicHost: [String] = []
+    @Flag(help: "With a --bind other than loopback, keep permissive auth: the FCM APIs then accept any key from anyone who can reach the port.")
+    var openFcmApisWithoutAuth = false
     @Option(help: "CCS port for app servers (XMPP over direct TLS). 0 picks a free port.")
     var ccsPort = 5235
     @Option(help: ArgumentHelp("A second CCS port, as FCM's pre-production port 5236 was: the same service on another port (for app servers that use both, redirected by host name). 0 picks a free port; not served unless given.", valueName: "port"))
@@ -116,6 +120,8 @@ struct Serve: AsyncParsableCommand {
     var readyFile: String?
     @Option(help: ArgumentHelp("Keep the state in PostgreSQL instead of SQLite in --data-dir: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (docs/scaling.md).", valueName: "url"))
     var store: String?
+    @Option(help: ArgumentHelp("With --store: read the PostgreSQL password from this file (its first line) instead of the URL, which ps shows. Without either, PGPASSWORD from the environment is used.", valueName: "file"))
+    var storePasswordFile: String?
     @Option(help: "With --store: the port this node's link to the other nodes listens on (--bind address; 0 picks a free port).")
     var clusterPort = 0
     @Option(help: "With --store: the host the other nodes reach this node's link at (default: --bind, or this machine's host name when --bind is 0.0.0.0 or ::).")
@@ -154,7 +160,7 @@ struct Serve: AsyncParsableCommand {
     var journalRetention = "200000,24h"
     @Option(help: "Seconds a drained connection stays open before the emulator closes it.")
     var drainGrace = 10
-    @Option(help: "Require Authorization: Bearer TOKEN on the admin API (/emulator/v1/, except health and ca.pem); needed for a --bind other than loopback. The device, send and bench commands send CCS_ADMIN_TOKEN from their environment.")
+    @Option(help: "Require Authorization: Bearer TOKEN on the admin API (/emulator/v1/ except health and ca.pem, and /metrics); needed for a --bind other than loopback. Prefer the environment variable CCS_ADMIN_TOKEN, which ps does not show; the device, send and bench commands send it too.")
     var adminToken: String?
     @Option(help: "Seconds a connection may take to authenticate.")
     var authTimeout = 30
@@ -212,6 +218,17 @@ struct Serve: AsyncParsableCommand {
          ("--topic-message-rate", topicMessageRate, nil, \.topicMessageRate)]
     }
 
+    /// The PostgreSQL password when the `--store` URL has none: `--store-password-file`, else PGPASSWORD.
+    private func storePassword() throws -> String? {
+        if let file = storePasswordFile {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw ValidationError("--store-password-file \(file): cannot be read as UTF-8 text")
+            }
+            return String(text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+        }
+        return ProcessInfo.processInfo.environment["PGPASSWORD"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
     func run() async throws {
         let logger = makeLogger("ccs-emulator", level: logLevel, format: logFormat)
         // Before the first big buffer: memory from bursts goes back to the system (MallocTuning).
@@ -220,6 +237,8 @@ struct Serve: AsyncParsableCommand {
         c.dataDirectory = dataDir
         c.resetState = resetState
         c.bindHost = bind
+        c.publicHosts = publicHost
+        c.openFCMAPIsWithoutAuth = openFcmApisWithoutAuth
         c.adminToken = adminToken ?? ProcessInfo.processInfo.environment["CCS_ADMIN_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         c.ccsPort = ccsPort
         c.ccsPreprodPort = ccsPreprodPort
@@ -238,6 +257,7 @@ struct Serve: AsyncParsableCommand {
         c.tlsKeyPath = tlsKey
         c.durability = durability
         c.storeURL = store
+        c.storePassword = try storePassword()
         c.clusterPort = clusterPort
         c.clusterHost = clusterHost
         c.liveWriteDelayMillis = liveWriteDelay

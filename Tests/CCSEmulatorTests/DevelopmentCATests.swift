@@ -25,6 +25,10 @@ import X509
         let root = try Self.certificate(ca.caCertPath)
         let constraints = try #require(try root.extensions.nameConstraints)
         #expect(Set(constraints.permittedDNSDomains) == Set(DevelopmentCA.permittedDNSDomains))
+        // Exactly the names served: not all of google.com or googleapis.com.
+        #expect(Set(DevelopmentCA.permittedDNSDomains) == Set(DevelopmentCA.serverNames))
+        #expect(!constraints.permittedDNSDomains.contains("google.com") && !constraints.permittedDNSDomains.contains("googleapis.com"))
+        #expect(DevelopmentCA.isConstrainedAsNow(root))
         for name in DevelopmentCA.serverNames {
             #expect(DevelopmentCA.permittedDNSDomains.contains { name == $0 || name.hasSuffix("." + $0) }, "\(name)")
         }

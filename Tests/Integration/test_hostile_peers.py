@@ -99,11 +99,11 @@ def test_slowloris_before_authentication_is_closed(start_server, xmpp, listener)
 def test_http_slowloris_and_a_body_that_never_ends_are_closed(start_server, xmpp):
     srv = start_server(extra_args=SHORT)
     head = socket.create_connection(("127.0.0.1", srv.http_port), timeout=10)
-    head.sendall(b"GET /emulator/v1/health HTTP/1.1\r\nHost: x\r\n")  # the blank line never comes
+    head.sendall(b"GET /emulator/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # the blank line never comes
     assert closed_by_server(head, 10), "an unfinished request head was kept open"
 
     body = socket.create_connection(("127.0.0.1", srv.http_port), timeout=10)
-    body.sendall(b"POST /emulator/v1/devices HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    body.sendall(b"POST /emulator/v1/devices HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n")
     started = time.monotonic()
     closed = False
     while time.monotonic() - started < 10:
@@ -118,7 +118,7 @@ def test_http_slowloris_and_a_body_that_never_ends_are_closed(start_server, xmpp
     assert closed, "a chunked body that never ends was kept open"
     # Keep-alive still works for a client that behaves.
     ok = socket.create_connection(("127.0.0.1", srv.http_port), timeout=10)
-    ok.sendall(b"GET /emulator/v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+    ok.sendall(b"GET /emulator/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     assert b"200 OK" in ok.recv(4096)
     healthy_round_trip(srv, xmpp)
 

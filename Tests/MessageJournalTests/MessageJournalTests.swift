@@ -91,12 +91,36 @@ private func event(_ kind: JournalEventKind, _ id: String, token: String? = "tok
         let (journal, _) = try temporaryJournal()
         defer { journal.shutdown() }
         journal.record(event(.stored, "before"))
-        let stream = journal.follow()
+        let stream = try #require(journal.follow())
         journal.record(event(.accepted, "after"))
         var iterator = stream.makeAsyncIterator()
         let first = await iterator.next()
         #expect(first?.messageID == "after" && first?.seq == 2)
         #expect(journal.figures.followers == 1)
+    }
+
+    @Test func followersAreCappedAndEndedAtAStop() async throws {
+        let (journal, _) = try temporaryJournal()
+        defer { journal.shutdown() }
+        var streams = (0..<MessageJournal.maximumFollowers).compactMap { _ in journal.follow() }
+        #expect(streams.count == MessageJournal.maximumFollowers)
+        #expect(journal.follow() == nil)
+        streams.removeLast()  // its termination gives the place back
+        try await waitFor { journal.follow() != nil }
+        journal.endFollowers()
+        var iterator = streams[0].makeAsyncIterator()
+        #expect(await iterator.next() == nil)  // ended, not waiting for an event that never comes
+        #expect(journal.follow() == nil)
+    }
+
+    @Test func eventsAfterASeqAreWhatAReconnectingFollowerMissed() async throws {
+        let (journal, _) = try temporaryJournal()
+        defer { journal.shutdown() }
+        for i in 1...5 { journal.record(event(.stored, "m\(i % 2)")) }
+        #expect(try await journal.events(after: 2).map(\.seq) == [3, 4, 5])
+        #expect(try await journal.events(after: 0, limit: 2).map(\.seq) == [1, 2])
+        #expect(try await journal.events(after: 5).isEmpty)
+        #expect(try await journal.events(after: Int64.max).isEmpty)
     }
 
     @Test func aJournalReopensWhereItStopped() async throws {
