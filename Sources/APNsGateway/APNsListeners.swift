@@ -61,9 +61,27 @@ public final class APNsServer: Sendable {
         return c
     }
 
+    /// The TLS of both listeners: a context of its own for every connection, so that no connection
+    /// can resume another's session. Apple's gateway and feedback service made a full handshake each
+    /// time; a BoringSSL context issues session tickets and caches session ids for all its
+    /// connections, and swift-nio-ssl offers no switch for either, but a ticket or id made by one
+    /// context means nothing to another. (Making a context from parsed certificates costs far less than
+    /// the handshake it goes with.)
+    public struct TLS: Sendable {
+        let configuration: TLSConfiguration
+
+        /// Checks the configuration once, so a bad certificate or key fails the start, not a connection.
+        public init(configuration: TLSConfiguration) throws {
+            _ = try NIOSSLContext(configuration: configuration)
+            self.configuration = configuration
+        }
+
+        func connectionContext() throws -> NIOSSLContext { try NIOSSLContext(configuration: configuration) }
+    }
+
     /// Binds the gateway listener; the feedback listener follows with `start(feedbackOn:)`, so that a
     /// failure names the option whose port could not be bound.
-    public static func bindGateway(group: any EventLoopGroup, tls: NIOSSLContext, configuration: Configuration,
+    public static func bindGateway(group: any EventLoopGroup, tls: TLS, configuration: Configuration,
                                    engine: Engine, logger: Logger) async throws -> PendingGateway {
         let connections = APNsConnections()
         let limit = configuration.payloadLimit
@@ -78,7 +96,7 @@ public final class APNsServer: Sendable {
         public let channel: any Channel
         let connections: APNsConnections
 
-        public func start(group: any EventLoopGroup, tls: NIOSSLContext, configuration: Configuration,
+        public func start(group: any EventLoopGroup, tls: TLS, configuration: Configuration,
                           engine: Engine, logger: Logger) async throws -> APNsServer {
             let feedback = try await APNsServer.bootstrap(group: group, tls: tls, handshakeTimeout: configuration.handshakeTimeout) { _ in
                 APNsFeedbackHandler(engine: engine, logger: logger)
@@ -88,7 +106,7 @@ public final class APNsServer: Sendable {
         }
     }
 
-    private static func bootstrap(group: any EventLoopGroup, tls: NIOSSLContext, handshakeTimeout: TimeAmount,
+    private static func bootstrap(group: any EventLoopGroup, tls: TLS, handshakeTimeout: TimeAmount,
                                   handler: @escaping @Sendable (any Channel) -> any ChannelHandler) -> ServerBootstrap {
         ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
@@ -96,7 +114,7 @@ public final class APNsServer: Sendable {
             .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls.connectionContext()))
                     try channel.pipeline.syncOperations.addHandler(HandshakeDeadline(timeout: handshakeTimeout))
                     try channel.pipeline.syncOperations.addHandler(handler(channel))
                 }

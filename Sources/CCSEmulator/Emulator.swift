@@ -311,7 +311,7 @@ public final class Emulator: Sendable {
            let caCert = try? Certificate(pemEncoded: pem), !DevelopmentCA.isConstrainedAsNow(caCert) {
             logger.warning("the development CA \(developmentCA.caCertPath) was made by an older version and may issue for all of google.com; to replace it with one limited to the names served, stop the emulator, remove \(dataDir)/tls, start again and trust the new ca.pem (docs/hardening.md)")
         }
-        let apnsTLS = try NIOSSLContext(configuration: APNsServer.tlsConfiguration(
+        let apnsTLS = try APNsServer.TLS(configuration: APNsServer.tlsConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(certPath),
             privateKey: try NIOSSLPrivateKey(file: keyPath, format: .pem),
             trustRoots: try NIOSSLCertificate.fromPEMFile(developmentCA.caCertPath),

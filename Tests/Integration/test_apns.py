@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import signal
+import socket
 import ssl
 import struct
 import time
@@ -290,3 +291,24 @@ def test_stored_notifications_and_feedback_survive_kill_9(start_server, tmp_path
     status, record = get_device(srv.http_base, waiting["token"])
     assert [m["payload"]["payload"]["aps"]["alert"] for m in record["queue"]] == ["kept"]
     assert [t for _, t in feedback(int(srv.ready["apns_feedback_port"]), cert["combined"])] == [gone["apns_token"]]
+
+
+@pytest.mark.parametrize("port_key", ["apns_port", "apns_feedback_port"])
+def test_a_tls_session_is_never_resumed(server, certs, port_key):
+    """Apple's gateway and feedback service made a full handshake every time: a provider that offers
+    the session (ticket or id) of its last connection gets a new one."""
+    port = int(server.ready[port_key])
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.load_cert_chain(certs["app"]["combined"])
+    first = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=15))
+    assert first.version() == "TLSv1.2"
+    session = first.session
+    first.close()
+    assert session is not None
+    again = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=15), session=session)
+    try:
+        assert not again.session_reused, "the TLS session was resumed"
+    finally:
+        again.close()
