@@ -4,6 +4,8 @@ is in it."""
 
 from __future__ import annotations
 
+import re
+import sys
 import time
 from pathlib import Path
 
@@ -75,3 +77,92 @@ def test_serve_builds_when_a_source_is_newer(tmp_path):
     assert "starting it without a build" in err, err
     assert not (fake_bin / "swift-calls").exists()
     assert out == "fake ccs-emulator serve\n", out
+
+
+# -- every document the repository cites is in it, or public --------------------------------------------
+
+# The notes the emulator was built from, beside the repository on its developers' machines but not in
+# a clone: a citation of them sends a reader nowhere (docs/sources.md maps their sections to the
+# public documents instead).
+OUTSIDE = re.compile(r"\.\./shared|shared/(spec|seeds|design)|ccs-protocol\.md|fcm-http\.md|apns-legacy\.md|"
+                     r"apns-http2\.md|web-push\.md|design\.md")
+# Paths from the repository's root, as the docs write them: `Sources/X/Y.swift`, docs/z.md.
+ROOTED = re.compile(r"(?<![\w./-])((?:docs|Sources|Tests|Fixtures|scripts)/[\w./+-]*[\w])")
+MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
+MD_NAME = re.compile(r"(?<![\w/.-])([\w-]+\.md)\b")
+
+
+def cited_texts() -> list[Path]:
+    """The texts a reader follows citations from: docs/, the READMEs, Fixtures/ (transcripts, the
+    sample app server), the sources (the audit's findings, the built-in suite), the scripts."""
+    files = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    for top, patterns in [("Fixtures", ["*.md", "*.scan", "*.py", "*.txt", "*.json"]), ("Sources", ["*.swift", "*.md"]),
+                          ("scripts", ["*"])]:
+        for pattern in patterns:
+            files += sorted(p for p in (REPO / top).rglob(pattern) if p.is_file())
+    return files
+
+
+def test_no_citation_points_outside_the_repository():
+    found = []
+    for path in cited_texts():
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if OUTSIDE.search(line):
+                found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()[:160]}")
+    assert not found, "citations of files that are not in the repository (cite the public document, " \
+                      "or docs/sources.md):\n" + "\n".join(found)
+
+
+def test_every_file_the_docs_name_exists():
+    names = {p.name for p in REPO.rglob("*") if ".build" not in p.parts and ".venv" not in p.parts}
+    missing = []
+    for path in cited_texts():
+        text = path.read_text(errors="replace")
+        if path.suffix == ".md":
+            for target in MARKDOWN_LINK.findall(text):
+                if re.match(r"[a-z]+:|#", target):
+                    continue
+                if not (path.parent / target.split("#")[0]).exists():
+                    missing.append(f"{path.relative_to(REPO)}: link {target}")
+        for rooted in ROOTED.findall(text):
+            if any(c in rooted for c in "*+") or re.search(r"/[A-Z_]+(/|$|\.)", rooted):
+                continue  # a pattern or a placeholder (Fixtures/fuzz/TARGET/), not a path
+            if not (REPO / rooted).exists():
+                missing.append(f"{path.relative_to(REPO)}: {rooted}")
+        for name in MD_NAME.findall(text):
+            if name not in names:
+                missing.append(f"{path.relative_to(REPO)}: {name}")
+    assert not missing, "named but not in the repository:\n" + "\n".join(sorted(set(missing)))
+
+
+def test_findings_cite_public_documents_and_a_page_in_the_repository(server):
+    """Every audit rule's source, as GET /emulator/v1/audit lists it (and every finding repeats it)."""
+    from ccs_support import http_json
+    rules = http_json("GET", server.http_base + "/emulator/v1/audit")["rules"]
+    assert rules
+    for rule in rules:
+        source = rule["source"]
+        assert not OUTSIDE.search(source), rule
+        assert "docs/sources.md" in source and (REPO / "docs" / "sources.md").exists(), rule
+        assert any(doc in source for doc in ["GCM CCS guide", "FCM XMPP reference", "FCM legacy HTTP reference"]), rule
+
+
+def test_each_sample_app_server_has_its_requirements_beside_it():
+    samples = sorted((REPO / "Fixtures" / "conformance" / "app-servers").glob("*.py"))
+    assert samples
+    pinned = {line.split("==")[0].lower(): line for line in
+              (REPO / "Tests" / "Integration" / "requirements.txt").read_text().splitlines() if "==" in line}
+    for sample in samples:
+        requirements = sample.parent / "requirements.txt"
+        assert requirements.exists(), f"{sample.name} has no requirements.txt beside it"
+        wanted = [l for l in requirements.read_text().splitlines() if l.strip() and not l.startswith("#")]
+        assert wanted
+        # The same pins as the tests' venv, which scripts/setup installs both into.
+        for line in wanted:
+            assert pinned.get(line.split("==")[0].lower()) == line, (line, requirements)
+        for module in re.findall(r"^import (\w+)", sample.read_text(), re.M):
+            if module not in sys.stdlib_module_names:
+                assert any(l.lower().startswith(module.lower()) for l in wanted), (module, requirements)
+    conformance = (REPO / "docs" / "conformance.md").read_text()
+    assert "Fixtures/conformance/app-servers/requirements.txt" in conformance and "slixmpp" in conformance
+    assert "app-servers/requirements.txt" in (REPO / "scripts" / "setup").read_text()
