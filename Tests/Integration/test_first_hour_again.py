@@ -4,13 +4,74 @@ is in it."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
+from ccs_support import new_sender_id
+from ccs_support.cli import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+# -- a foreign service-account key in strict mode -----------------------------------------------------
+
+def token_request(srv, info: dict) -> tuple[int, dict]:
+    """POST /token with an assertion signed by `info`'s private key, as google-auth makes it."""
+    from google.auth import crypt, jwt
+    now = int(time.time())
+    assertion = jwt.encode(crypt.RSASigner.from_service_account_info(info), {
+        "iss": info["client_email"], "aud": "https://oauth2.googleapis.com/token",
+        "scope": "https://www.googleapis.com/auth/firebase.messaging", "iat": now, "exp": now + 3600,
+    }).decode()
+    body = urllib.parse.urlencode({"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
+                                   "assertion": assertion}).encode()
+    request = urllib.request.Request(srv.http_base + "/token", data=body, method="POST",
+                                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def issue_credentials(data_dir: Path, project: str, out: Path) -> dict:
+    proc = run_cli("credentials", "--project", project, "--data-dir", str(data_dir), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")
+    return json.loads(out.read_text())
+
+
+def test_a_foreign_key_in_strict_mode_is_logged_and_answered_with_a_hint(start_server, tmp_path):
+    sender = new_sender_id()
+    config = tmp_path / "senders.json"
+    config.write_text(json.dumps({"senders": [{"sender_id": sender, "server_key": "k"}]}))
+    srv = start_server(auth="strict", config=config)
+    ours = issue_credentials(srv.data_dir, sender, tmp_path / "ours.json")
+    # A file from somewhere else (Google, another emulator's data dir): a key this one never issued.
+    foreign = issue_credentials(tmp_path / "elsewhere", sender, tmp_path / "foreign.json")
+
+    status, answer = token_request(srv, ours)
+    assert status == 200 and answer.get("access_token"), answer
+
+    status, answer = token_request(srv, foreign)
+    assert status == 400, answer
+    # Google's code and text, then the hint: which keys the emulator knows, how to get one.
+    assert answer["error"] == "invalid_grant", answer
+    description = answer["error_description"]
+    assert description.startswith("Invalid JWT Signature. (ccs-emulator"), description
+    assert f'"{foreign["private_key_id"]}" is not a key this emulator issued' in description, description
+    assert f'{ours["private_key_id"]} (project {sender})' in description, description
+    assert "POST /emulator/v1/credentials" in description and "ccs-emulator credentials" in description, description
+
+    # Logged at the default level, with the key id. The line is written before the answer is sent.
+    log = srv.stderr_path.read_text()
+    refusals = [line for line in log.splitlines() if "OAuth2 token refused" in line]
+    assert refusals and foreign["private_key_id"] in refusals[0], log[-3000:]
 
 
 # -- scripts/serve starts at once when nothing changed ------------------------------------------------
@@ -138,8 +199,10 @@ def test_every_file_the_docs_name_exists():
 def test_findings_cite_public_documents_and_a_page_in_the_repository(server):
     """Every audit rule's source, as GET /emulator/v1/audit lists it (and every finding repeats it)."""
     from ccs_support import http_json
-    rules = http_json("GET", server.http_base + "/emulator/v1/audit")["rules"]
-    assert rules
+    status, audit = http_json("GET", server.http_base + "/emulator/v1/audit")
+    assert status == 200, audit
+    rules = audit["rules"]
+    assert len(rules) >= 9, rules
     for rule in rules:
         source = rule["source"]
         assert not OUTSIDE.search(source), rule
