@@ -229,3 +229,60 @@ def test_each_sample_app_server_has_its_requirements_beside_it():
     conformance = (REPO / "docs" / "conformance.md").read_text()
     assert "Fixtures/conformance/app-servers/requirements.txt" in conformance and "slixmpp" in conformance
     assert "app-servers/requirements.txt" in (REPO / "scripts" / "setup").read_text()
+
+
+# -- every long build shows the same one-line progress ------------------------------------------------
+
+def test_every_long_build_shows_one_progress_line(tmp_path):
+    import subprocess
+    for name in ["serve", "test", "tsan"]:
+        text = (REPO / "scripts" / name).read_text()
+        assert ". scripts/lib/quiet-build.sh" in text, name
+        lines = text.splitlines()
+        # Every build runs through quiet_build; only --show-bin-path (which builds nothing) runs bare.
+        assert any(re.search(r"\bquiet_build \w+ .* swift build\b", line) for line in lines), name
+        bare = [line for line in lines if line.lstrip().startswith("swift build") and "--show-bin-path" not in line]
+        assert not bare, (name, bare)
+
+    # Off a terminal: the first progress line at once, then one a minute; the full output in the log.
+    fake_build = "echo '[1/3] Compiling A a.swift'; echo 'warning: not ours'; echo '[2/3] Compiling B b.swift'; echo 'Build complete! (1.00s)'"
+    log = tmp_path / "build.log"
+    proc = subprocess.run(["bash", "-c", f'. scripts/lib/quiet-build.sh; quiet_build tsan "{log}" sh -c "$0"', fake_build],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("tsan: building: 0m0") and lines[0].endswith("[1/3] Compiling A a.swift"), lines
+    assert "Build complete! (1.00s)" in lines and not any("[2/3]" in line for line in lines), lines
+    assert log.read_text().count("\n") == 4
+
+    # A failure: its status, and the end of the log without the progress lines.
+    proc = subprocess.run(["bash", "-c", f'. scripts/lib/quiet-build.sh; quiet_build tsan "{log}" sh -c "$0"',
+                           "echo '[1/2] Compiling A a.swift'; echo 'error: no such module'; exit 3"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc
+    assert f"tsan: the build failed (exit status 3). The end of {log}" in proc.stderr, proc.stderr
+    assert proc.stderr.rstrip().endswith("error: no such module"), proc.stderr
+
+
+def test_scripts_test_says_what_it_will_do_and_how_long(tmp_path):
+    """The plan every run prints at its start, which `scripts/test --plan` prints alone."""
+    import os
+    import subprocess
+
+    def plan(*args: str, **env: str) -> str:
+        proc = subprocess.run([str(REPO / "scripts" / "test"), "--plan", *args], env={**os.environ, **env},
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    everything = plan(CCS_TEST_TSAN="1")
+    for phase in ["setup", "swift build --build-tests", "6-15 min", "swift unit tests", "integration tests",
+                  "Thread Sanitizer (scripts/tsan)", "up to 26 min", "CCS_TEST_TSAN=0 skips it", "22-23 min"]:
+        assert phase in everything, (phase, everything)
+    assert "skipped (CCS_TEST_TSAN=0)" in plan(CCS_TEST_TSAN="0")
+    unit = plan("--unit")
+    assert "swift unit tests" in unit and "integration tests" not in unit and "Thread Sanitizer" not in unit, unit
+    some = plan("-k", "aiofcm")
+    assert "integration tests" in some and "swift unit tests" not in some, some
+    # The plan is the first thing a run prints.
+    assert "\nplan\nif [ \"$plan_only\" = 1 ]; then exit 0; fi\nphase \"setup\"" in (REPO / "scripts" / "test").read_text()
