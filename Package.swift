@@ -119,6 +119,7 @@ let package = Package(
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "MultipartKit", package: "multipart-kit"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "ConnectProxy", dependencies: [
             .product(name: "NIOCore", package: "swift-nio"),

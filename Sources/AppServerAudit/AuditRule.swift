@@ -37,18 +37,28 @@ public enum AuditRule: String, Sendable, CaseIterable {
         }
     }
 
-    /// Where the obligation is stated (the spec files under shared/spec/, as docs/conformance.md cites them).
+    /// Where the obligation is stated: the public documents by the names docs/sources.md lists them
+    /// under (with their addresses), and the section numbers docs/conformance.md cites.
     public var source: String {
         switch self {
-        case .ackUpstream: return "ccs-protocol.md §4, §5.1"
-        case .ackReceipts: return "ccs-protocol.md §5.2"
-        case .pendingLimit: return "ccs-protocol.md §4"
-        case .drainReconnect, .drainNoSend: return "ccs-protocol.md §1.7"
-        case .retryBackoff: return "ccs-protocol.md §3.3; fcm-http.md (Retry-After on 5xx/429)"
-        case .noResendAcked: return "ccs-protocol.md §3.1, §4"
-        case .dropUnregistered: return "ccs-protocol.md §3.3; fcm-http.md (NotRegistered, UNREGISTERED)"
-        case .useCanonicalID: return "ccs-protocol.md §3.1 (the ACK's registration_id), §7.1 (registration_id in legacy results)"
-        case .wellFormed: return "ccs-protocol.md §2, §3.3, §3.4"
+        case .ackUpstream:
+            return "GCM CCS guide, Upstream Messages and Flow Control; FCM, Receive upstream messages (CCS §4, §5.1 in docs/sources.md)"
+        case .ackReceipts: return "GCM CCS guide, Receive return receipts (CCS §5.2 in docs/sources.md)"
+        case .pendingLimit: return "GCM CCS guide, Flow Control (CCS §4 in docs/sources.md)"
+        case .drainReconnect, .drainNoSend:
+            return "GCM CCS guide, control messages: CONNECTION_DRAINING (CCS §1.7 in docs/sources.md)"
+        case .retryBackoff:
+            return "GCM CCS guide, the NACK error codes (exponential backoff); FCM legacy HTTP reference and FCM v1 ErrorCode "
+                + "(Retry-After on 5xx and 429) (CCS §3.3, HTTP §3, §4 in docs/sources.md)"
+        case .noResendAcked: return "GCM CCS guide, Message Format (the ACK) and Flow Control (CCS §3.1, §4 in docs/sources.md)"
+        case .dropUnregistered:
+            return "GCM CCS guide, NACK DEVICE_UNREGISTERED; FCM legacy HTTP reference, NotRegistered; FCM v1 ErrorCode, "
+                + "UNREGISTERED (CCS §3.3, HTTP §3, §4 in docs/sources.md)"
+        case .useCanonicalID:
+            return "GCM CCS guide, the ACK's registration_id; FCM legacy HTTP reference, registration_id in results "
+                + "(CCS §3.1, §7.1 in docs/sources.md)"
+        case .wellFormed:
+            return "FCM XMPP reference, downstream messages; GCM CCS guide, NACKs and stanza errors (CCS §2, §3.3, §3.4 in docs/sources.md)"
         }
     }
 }

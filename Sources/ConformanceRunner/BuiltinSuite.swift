@@ -28,7 +28,7 @@ public enum BuiltinSuite {
         {"expect_downstream": {"device": "a", "within_ms": 10000}}
       ]},
      {"name": "ack-upstream",
-      "description": "Every upstream message (and every delivery receipt the app server asked for) is ACKed, on the connection that delivered it (spec §4, §5).",
+      "description": "Every upstream message (and every delivery receipt the app server asked for) is ACKed, on the connection that delivered it (CCS §4, §5 in docs/sources.md).",
       "rules": ["ack-upstream", "ack-receipts"],
       "devices": ["a"],
       "steps": [
@@ -39,7 +39,7 @@ public enum BuiltinSuite {
         {"expect_acked": {"within_ms": 10000}}
       ]},
      {"name": "pending-limit",
-      "description": "With ACKs slowed down, the app server never has more than 100 downstream messages unanswered on a connection (spec §4).",
+      "description": "With ACKs slowed down, the app server never has more than 100 downstream messages unanswered on a connection (CCS §4 in docs/sources.md).",
       "rules": ["pending-limit"],
       "devices": ["a"],
       "steps": [
@@ -48,7 +48,7 @@ public enum BuiltinSuite {
         {"expect_downstream": {"device": "a", "count": 150, "within_ms": 30000}}
       ]},
      {"name": "draining",
-      "description": "After CONNECTION_DRAINING the app server opens a new connection and sends nothing new on the drained one (spec §1.7).",
+      "description": "After CONNECTION_DRAINING the app server opens a new connection and sends nothing new on the drained one (CCS §1.7 in docs/sources.md).",
       "rules": ["drain-reconnect", "drain-no-send"],
       "devices": ["a"],
       "steps": [
@@ -58,7 +58,7 @@ public enum BuiltinSuite {
         {"expect_downstream": {"device": "a", "within_ms": 10000}}
       ]},
      {"name": "retry-service-unavailable",
-      "description": "A message NACKed SERVICE_UNAVAILABLE is retried with exponential backoff from 1 s (spec §3.3).",
+      "description": "A message NACKed SERVICE_UNAVAILABLE is retried with exponential backoff from 1 s (CCS §3.3 in docs/sources.md).",
       "rules": ["retry-backoff"],
       "devices": ["a"],
       "steps": [
@@ -67,7 +67,7 @@ public enum BuiltinSuite {
         {"expect_downstream": {"device": "a", "within_ms": 30000}}
       ]},
      {"name": "retry-internal-server-error",
-      "description": "A message NACKed INTERNAL_SERVER_ERROR is retried with backoff, not at once (spec §3.3).",
+      "description": "A message NACKed INTERNAL_SERVER_ERROR is retried with backoff, not at once (CCS §3.3 in docs/sources.md).",
       "rules": ["retry-backoff"],
       "devices": ["a"],
       "steps": [
@@ -76,7 +76,7 @@ public enum BuiltinSuite {
         {"expect_downstream": {"device": "a", "within_ms": 30000}}
       ]},
      {"name": "no-resend-acked",
-      "description": "Two requests for the same token are two messages: a message id that was ACKed is never sent again (spec §3.1, §4).",
+      "description": "Two requests for the same token are two messages: a message id that was ACKed is never sent again (CCS §3.1, §4 in docs/sources.md).",
       "rules": ["no-resend-acked"],
       "devices": ["a"],
       "steps": [
@@ -87,7 +87,7 @@ public enum BuiltinSuite {
         {"expect_downstream": {"device": "a"}}
       ]},
      {"name": "drop-unregistered",
-      "description": "After DEVICE_UNREGISTERED for a token, the app server never sends to it again (spec §3.3).",
+      "description": "After DEVICE_UNREGISTERED for a token, the app server never sends to it again (CCS §3.3 in docs/sources.md).",
       "rules": ["drop-unregistered"],
       "devices": ["a", "b"],
       "steps": [
@@ -100,7 +100,7 @@ public enum BuiltinSuite {
         {"expect_downstream": {"device": "a"}}
       ]},
      {"name": "use-canonical-id",
-      "description": "After an ACK names a canonical registration id, the app server sends to that token instead of the old one (spec §3.1).",
+      "description": "After an ACK names a canonical registration id, the app server sends to that token instead of the old one (CCS §3.1 in docs/sources.md).",
       "rules": ["use-canonical-id"],
       "devices": ["a", "b"],
       "steps": [
@@ -112,7 +112,7 @@ public enum BuiltinSuite {
         {"expect_downstream": {"device": "a"}}
       ]},
      {"name": "connection-lost",
-      "description": "When the connection closes with a message unanswered, the app server reconnects and sends it again (spec §1.7, §4).",
+      "description": "When the connection closes with a message unanswered, the app server reconnects and sends it again (CCS §1.7, §4 in docs/sources.md).",
       "rules": ["no-resend-acked"],
       "devices": ["a"],
       "steps": [

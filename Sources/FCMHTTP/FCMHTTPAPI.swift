@@ -4,6 +4,7 @@ import Foundation
 import GoogleAuth
 import HTTPRequestBody
 import Hummingbird
+import Logging
 import NIOCore
 
 /// FCM's HTTP APIs on the emulator's engine (docs/http-api.md): the legacy send API
@@ -63,7 +64,7 @@ public struct FCMHTTPAPI: Sendable {
         // The token_uri the emulator writes into service-account files, and Google's own token paths
         // (what a client reaches through a proxy with an unmodified file).
         for path in ["token", "o/oauth2/token", "oauth2/v4/token"] {
-            router.post(RouterPath(path)) { request, _ in try await self.token(request) }
+            router.post(RouterPath(path)) { request, context in try await self.token(request, logger: context.logger) }
         }
         // Batches of messages:send (googleapiclient's BatchHttpRequest, older SDKs' send_all).
         router.post("batch") { request, _ in try await self.batch(request) }
@@ -74,7 +75,7 @@ public struct FCMHTTPAPI: Sendable {
 
     // MARK: OAuth2
 
-    func token(_ request: Request) async throws -> Response {
+    func token(_ request: Request, logger: Logger) async throws -> Response {
         let body = try await request.collectBody(limit: Self.maximumTokenRequestBytes)
         guard let text = UTF8Body.text(body), let form = FormBody.dictionary(text) else {
             return Self.json(status: .badRequest, TokenExchange.Failure("invalid_request", "the body must be application/x-www-form-urlencoded").json)
@@ -86,6 +87,12 @@ public struct FCMHTTPAPI: Sendable {
             response.headers[.cacheControl] = "no-cache, no-store, max-age=0, must-revalidate"
             return response
         case .failure(let failure):
+            if let kid = failure.refusedKeyID {
+                // At the default level: a foreign service-account file under --auth strict is a
+                // setup mistake, and the client library often shows only "Invalid JWT Signature.".
+                logger.notice("OAuth2 token refused (--auth strict): Invalid JWT Signature for key id \(kid.isEmpty ? "(none)" : String(kid.prefix(80)))",
+                              metadata: ["key_id": "\(kid.prefix(80))", "keys_dir": "\(keys.directory)"])
+            }
             return Self.json(status: .badRequest, failure.json)
         }
     }

@@ -98,6 +98,17 @@ public final class ServiceAccountKeyStore: Sendable {
 
     public var count: Int { keys.withLock { $0.count } }
 
+    /// Every key, those in memory and those written to the directory since (by `ccs-emulator
+    /// credentials`), newest first.
+    public func all() -> [IssuedKey] {
+        var found = keys.withLock { $0 }
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        for name in names where name.hasSuffix(".json") && found[String(name.dropLast(5))] == nil {
+            if let key = Self.read(path: directory + "/" + name) { found[key.keyID] = key }
+        }
+        return found.values.sorted { ($0.createdAtMillis, $0.keyID) > ($1.createdAtMillis, $1.keyID) }
+    }
+
     /// A new RSA-2048 key for `projectID`, stored (public part only), and the service-account file
     /// (Google's format, `private_key` PKCS#8 PEM) whose `token_uri` is `tokenURI`.
     public func issue(projectID: String, tokenURI: String, nowMillis: Int64) throws(CredentialsError) -> JSONValue {

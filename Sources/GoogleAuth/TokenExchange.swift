@@ -31,10 +31,14 @@ public struct TokenExchange: Sendable {
     public struct Failure: Error, Sendable, Equatable {
         public var error: String
         public var description: String
+        /// Strict mode's refusal of a signature: the assertion's `kid` ("" when it had none), for
+        /// the log line the server writes at the default level. nil for every other failure.
+        public var refusedKeyID: String?
 
-        public init(_ error: String, _ description: String) {
+        public init(_ error: String, _ description: String, refusedKeyID: String? = nil) {
             self.error = error
             self.description = description
+            self.refusedKeyID = refusedKeyID
         }
 
         public var json: JSONValue {
@@ -119,10 +123,10 @@ public struct TokenExchange: Sendable {
         let kid = header["kid"]?.stringValue
         if verifiesSignatures {
             guard let kid, let key = keys.key(id: kid) else {
-                return .failure(Failure("invalid_grant", "Invalid JWT Signature."))
+                return .failure(signatureRefused(kid: kid, key: nil))
             }
             guard await Self.signatureHolds(assertion, key: key) else {
-                return .failure(Failure("invalid_grant", "Invalid JWT Signature."))
+                return .failure(signatureRefused(kid: kid, key: key))
             }
             guard key.clientEmail == iss else {
                 return .failure(Failure("invalid_grant", "Invalid grant: account not found"))
@@ -141,6 +145,32 @@ public struct TokenExchange: Sendable {
         return .success(AccessGrant(projectID: projectID, clientEmail: iss,
                                     mayMessage: !scopes.isDisjoint(with: Self.messagingScopes),
                                     expiresAtMillis: expires.overflow ? Int64.max : expires.partialValue))
+    }
+
+    /// Google's answer to a signature it cannot check (`invalid_grant`, "Invalid JWT Signature."),
+    /// with a hint after it: why (the `kid` is missing, unknown, or its key does not verify the
+    /// signature), which keys this emulator knows, and how to get a file for one. The usual cause is
+    /// a service-account file from Google (or from another emulator's data dir) under `--auth strict`.
+    func signatureRefused(kid: String?, key: IssuedKey?) -> Failure {
+        let why: String
+        switch (kid, key) {
+        case (nil, _):
+            why = "the assertion's header has no kid (the service-account file's private_key_id)"
+        case (let kid?, nil):
+            why = "its kid \(JSONValue.string(String(kid.prefix(80))).encoded()) is not a key this emulator issued"
+        case (let kid?, let key?):
+            why = "its kid \"\(kid)\" (project \(key.projectID)) is this emulator's, but the signature does not hold with "
+                + "that key's public half: the file's private_key is not the one issued with it"
+        }
+        let known = keys.all()
+        let listed = known.prefix(5).map { "\($0.keyID) (project \($0.projectID))" }.joined(separator: ", ")
+        let knows = known.isEmpty ? "it knows no keys yet"
+            : "it knows \(known.count) key\(known.count == 1 ? "" : "s"): \(listed)\(known.count > 5 ? ", …" : "")"
+        return Failure("invalid_grant",
+            "Invalid JWT Signature. (ccs-emulator, --auth strict: \(why); \(knows) in \(keys.directory). "
+                + "Get a service-account file it knows: POST /emulator/v1/credentials {\"project_id\":\"P\"}, "
+                + "or ccs-emulator credentials --project P --out FILE)",
+            refusedKeyID: kid ?? "")
     }
 
     /// Google's token URLs, and any URL whose path is `/token` (clients such as Go's oauth2 put the

@@ -61,6 +61,50 @@ import Testing
         #expect(text.hasPrefix("{\n  \"type\": \"service_account\",\n  \"project_id\""))
     }
 
+    /// Under --auth strict a key this emulator did not issue (Google's own file, another data dir's)
+    /// gets Google's answer, with a hint after it: the key id, the keys it knows, how to get one.
+    @Test func aForeignKeyIsRefusedWithAHint() async throws {
+        let dir = try Self.temporaryDirectory(), elsewhere = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir); try? FileManager.default.removeItem(atPath: elsewhere) }
+        let store = try ServiceAccountKeyStore(directory: dir)
+        let exchange = TokenExchange(keys: store, issuer: AccessTokenIssuer(key: SymmetricKey(size: .bits256)), verifiesSignatures: true)
+        let ours = try store.issue(projectID: "demo-project", tokenURI: "http://127.0.0.1:1/token", nowMillis: 1)
+        let foreign = try ServiceAccountKeyStore(directory: elsewhere).issue(projectID: "demo-project", tokenURI: "http://x/token", nowMillis: 2)
+        let ourID = try #require(ours["private_key_id"]?.stringValue), foreignID = try #require(foreign["private_key_id"]?.stringValue)
+        let now = Int(Date().timeIntervalSince1970)
+
+        func answer(_ file: JSONValue) async throws -> Result<TokenExchange.Success, TokenExchange.Failure> {
+            let assertion = try await ServiceAccountAssertion.sign(try ServiceAccountAssertion.Account(file: file), nowSeconds: now)
+            return await exchange.exchange(form: ["grant_type": TokenExchange.jwtBearerGrantType, "assertion": assertion],
+                                           engineNowMillis: 0, wallNowSeconds: Double(now))
+        }
+        guard case .success = try await answer(ours) else { Issue.record("our own key was refused"); return }
+
+        guard case .failure(let refused) = try await answer(foreign) else { Issue.record("a foreign key was taken"); return }
+        #expect(refused.error == "invalid_grant")
+        #expect(refused.description.hasPrefix("Invalid JWT Signature. (ccs-emulator"))
+        #expect(refused.refusedKeyID == foreignID)
+        for hint in ["\"\(foreignID)\" is not a key this emulator issued", "it knows 1 key: \(ourID) (project demo-project)",
+                     "POST /emulator/v1/credentials", "ccs-emulator credentials --project P"] {
+            #expect(refused.description.contains(hint), "\(hint) not in \(refused.description)")
+        }
+        #expect(refused.json["error_description"]?.stringValue == refused.description)
+
+        // The emulator's key id with another private key: the signature does not hold.
+        guard case .object(var fields) = ours else { Issue.record("not an object"); return }
+        fields["private_key"] = foreign["private_key"]
+        guard case .failure(let bad) = try await answer(.object(fields)) else { Issue.record("a forged key was taken"); return }
+        #expect(bad.refusedKeyID == ourID)
+        #expect(bad.description.hasPrefix("Invalid JWT Signature. (ccs-emulator"))
+        #expect(bad.description.contains("the signature does not hold"), "\(bad.description)")
+
+        // Other refusals carry no key id (nothing to log as a signature refusal).
+        let malformed = await exchange.exchange(form: ["grant_type": TokenExchange.jwtBearerGrantType, "assertion": "x.y.z"],
+                                                engineNowMillis: 0, wallNowSeconds: Double(now))
+        guard case .failure(let other) = malformed else { Issue.record("garbage was taken"); return }
+        #expect(other.refusedKeyID == nil)
+    }
+
     @Test func formBodiesDecodeLikeBrowsersEncode() throws {
         #expect(FormBody.dictionary("a=1&b=x+y&c=%C3%A9&d&=e&a=2") == ["a": "1", "b": "x y", "c": "é", "d": ""])
         #expect(FormBody.dictionary("a=%zz") == nil)

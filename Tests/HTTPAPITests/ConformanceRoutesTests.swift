@@ -56,7 +56,8 @@ import Testing
             let audit = try F.json(try await client.execute(uri: "/emulator/v1/audit?sender=7", method: .get))
             #expect(audit["clean"] == false)
             let finding = audit["senders"]?.arrayValue?.first?["findings"]?.arrayValue?.first
-            #expect(finding?["rule"] == "ack-upstream" && finding?["source"] == "ccs-protocol.md §4, §5.1")
+            #expect(finding?["rule"] == "ack-upstream" && finding?["source"]
+                    == "GCM CCS guide, Upstream Messages and Flow Control; FCM, Receive upstream messages (CCS §4, §5.1 in docs/sources.md)")
             #expect(audit["connections"]?.arrayValue?.first?["closed_at"] != nil)
             let reset = try await client.execute(uri: "/emulator/v1/audit", method: .delete)
             #expect(reset.status == .ok)

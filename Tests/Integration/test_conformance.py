@@ -72,8 +72,9 @@ def test_breaking_one_rule_fails_the_scenario_that_judges_it(tmp_path, way, scen
     failure = case.find("failure")
     assert failure is not None, out
     assert reason in failure.get("message"), (failure.get("message"), out)
-    # The failure's text names the scenario's rules with their spec sources.
-    assert "ccs-protocol.md" in (failure.text or ""), failure.text
+    # The failure's text names the scenario's rules with their sources: public documents, and the
+    # page in the repository that gives their addresses.
+    assert "docs/sources.md" in (failure.text or "") and "GCM CCS guide" in (failure.text or ""), failure.text
 
 
 def test_the_careless_app_server_fails_and_the_report_says_why(tmp_path):

@@ -19,7 +19,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from ccs_support import new_key, new_sender_id
+from ccs_support import new_key, new_sender_id, register_device
 from ccs_support.images import ImageServer
 from ccs_support.semantics import VIRTUAL, app_server, data_msg, go, send_ack, start_device
 
@@ -73,6 +73,30 @@ def until(driver, what: str, predicate):
         raise AssertionError(f"the page never showed: {what}") from None
 
 
+def fits_a_laptop_screen(driver) -> None:
+    """At 1280×800 (a laptop's screen; the device table used to scroll sideways even at 1400 px) the
+    page and each panel show every column without a horizontal scroll bar. Leaves the page at that
+    size, and its screenshot in dashboard-1280x800.png."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": False})
+    # Read in one script, after the layout at the new size (scrollWidth forces it).
+    sizes = until(driver, "the layout at 1280x800", lambda d: d.execute_script("""
+        const doc = document.documentElement;
+        if (doc.clientWidth !== 1280) return null;
+        const table = document.querySelector('#devices'), panel = document.querySelector('#devices-panel');
+        return {page: [doc.scrollWidth, doc.clientWidth],
+                panels: [...document.querySelectorAll('main > section')]
+                    .filter((s) => s.scrollWidth > s.clientWidth).map((s) => [s.id, s.scrollWidth, s.clientWidth]),
+                table: [table.getBoundingClientRect().right, panel.getBoundingClientRect().right],
+                columns: [...table.querySelectorAll('thead th')].map((th) => th.textContent)};"""))
+    shot(driver, "dashboard-1280x800")
+    assert sizes["page"][0] <= sizes["page"][1], sizes
+    assert not sizes["panels"], f"panels that scroll sideways at 1280x800: {sizes['panels']}"
+    assert sizes["table"][0] <= sizes["table"][1], sizes
+    # Every fact the table had is still a column (two facts in some cells).
+    assert sizes["columns"] == ["token", "appplatform", "status", "onlinestate", "queued"], sizes
+
+
 def test_send_and_watch_in_a_real_browser(start_server, xmpp, devices, browser, images):
     srv = start_server(extra_args=VIRTUAL)
     sender, key = new_sender_id(), new_key()
@@ -112,6 +136,10 @@ def test_send_and_watch_in_a_real_browser(start_server, xmpp, devices, browser, 
     assert preview == {"platform": "android", "title": "Sparky says hello!", "body": "Pizza is ready", "src": image,
                        "width": 320}, preview
     shot(browser, "dashboard")
+    # An iOS device with a long app id beside it: the table wraps the id rather than growing wider.
+    other = register_device(srv.http_base, "com.example.enterprise.notifications.staging", [sender], platform="ios")["token"]
+    until(browser, "the second device's row", lambda d: d.find_elements(By.CSS_SELECTOR, f'#devices tr[data-token="{other}"]'))
+    fits_a_laptop_screen(browser)
 
     browser.find_element(By.CSS_SELECTOR, "#tray .preview button.tap").click()
     # A tap in the page is the admin API's tap (docs/admin-api.md): the entry leaves the tray and the

@@ -12,7 +12,11 @@ Environment (set by `ccs-emulator conformance run`): CCS_HOST, CCS_PORT, CCS_SEN
 CCS_CA_FILE. Test mode: an upstream message whose data has send_to: TOKEN makes it send one downstream
 message to TOKEN (with a delivery receipt requested). One line per event on stderr. SIGTERM ends it.
 
-Each careless behaviour is marked CARELESS with the rule it breaks (spec: shared/spec/ccs-protocol.md);
+Requirements: Python 3.9-3.11 and slixmpp, in requirements.txt beside this file (./scripts/setup
+installs them into .venv/).
+
+Each careless behaviour is marked CARELESS with the rule it breaks; the section numbers (§N) are the
+CCS sections docs/sources.md maps to Google's public documents;
 `--break` lets a test break one rule at a time and see exactly the scenario that judges it fail.
 """
 

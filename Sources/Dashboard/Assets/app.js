@@ -32,6 +32,8 @@ async function call(method, path, body) {
 // Message ids hold `%` and go percent-encoded; registration tokens ([A-Za-z0-9:_-]) go as they are,
 // as every client writes them.
 const enc = (s) => encodeURIComponent(s);
+// An app id as text with a line-break opportunity after each dot, so that a long one wraps there.
+const atDots = (s) => String(s).split(/(?<=\.)/).flatMap((part, i) => (i ? [el("wbr"), part] : [part]));
 const short = (t) => (t && t.length > 18 ? t.slice(0, 8) + "…" + t.slice(-6) : t);
 // Replaces a list's children only when what it shows changed: a refresh that finds nothing new
 // leaves the page (and a pointer on a button) alone.
@@ -78,9 +80,13 @@ async function refreshDevices() {
   render("#devices tbody", [devices, state.selectedToken], () => devices.map((d) => {
     const st = d.state || {};
     const tr = el("tr", { "data-token": d.token, onclick: () => selectDevice(d.token) },
-      el("td", {}, el("code", { title: d.token }, short(d.token))), el("td", {}, d.app), el("td", {}, d.platform),
-      el("td", {}, d.status), el("td", { class: "online" }, d.online ? "online" : "offline"),
-      el("td", { class: "state" }, `${st.foreground ? "foreground" : "background"}${st.idle ? ", idle" : ""}`),
+      el("td", {}, el("code", { title: d.token }, short(d.token))),
+      // Two facts a cell, the second in small type under the first: seven columns fit a laptop's
+      // screen (1280 px) without a horizontal scroll bar.
+      el("td", { class: "app" }, ...atDots(d.app), el("div", { class: "sub platform" }, d.platform)),
+      el("td", {}, d.status),
+      el("td", {}, el("span", { class: "online" }, d.online ? "online" : "offline"),
+        el("div", { class: "sub state" }, `${st.foreground ? "foreground" : "background"}${st.idle ? ", idle" : ""}`)),
       el("td", { class: "queued" }, d.queued));
     if (d.token === state.selectedToken) tr.classList.add("selected");
     return tr;
@@ -159,10 +165,11 @@ $("#register-form").addEventListener("submit", async (ev) => {
 
 async function refreshConnections() {
   const [{ connections }, audit] = await Promise.all([call("GET", "/connections"), call("GET", "/audit")]);
+  // As in the device table, two facts a cell, so that the narrow middle panel needs no scroll bar.
   render("#connections tbody", connections, () => connections.map((c) => el("tr", { "data-connection": c.id },
-    el("td", {}, el("code", {}, c.id)), el("td", {}, c.sender_id), el("td", {}, c.pending), el("td", {}, c.unacked_outbound),
-    el("td", {}, c.draining ? "draining" : ""),
-    el("td", {}, el("button", { class: "drain", disabled: c.draining,
+    el("td", {}, el("code", {}, c.id), el("div", { class: "sub" }, c.sender_id)),
+    el("td", {}, c.pending, el("div", { class: "sub" }, c.unacked_outbound)),
+    el("td", {}, c.draining ? "draining" : el("button", { class: "drain",
       onclick: async () => { await call("POST", `/connections/${enc(c.id)}/drain`); await refreshConnections(); } }, "drain")))));
   const findings = [];
   for (const s of audit.senders || []) for (const f of s.findings || []) findings.push(el("li", {}, `${s.sender}: ${f.rule} — ${f.text}`));
