@@ -213,7 +213,7 @@ let package = Package(
         .testTarget(name: "CCSStoreTests", dependencies: [
             "Locking", "CCSStore", "PostgresStore", "PushDomain", .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
         .testTarget(name: "CCSEngineTests", dependencies: ["Locking", "CCSEngine", "CCSStore", "CCSProtocol"]),
         .testTarget(name: "LoadGeneratorTests", dependencies: [

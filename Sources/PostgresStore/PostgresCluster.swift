@@ -82,10 +82,12 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
     /// Opens this node's links to the others (docs/scaling.md): listens on `bind:port` (0: a free
     /// port) on `group`, the node's own event loops, and publishes `advertised`, the port and the
     /// links' secret. Until then, and for a node that does not publish one, offers and confirmations
-    /// go through PostgreSQL. `linkPort` is then the port bound.
-    public func openLinks(group: any EventLoopGroup, bind: String, port: Int, advertised: String) throws {
+    /// go through PostgreSQL. `linkPort` is then the port bound. A link to this node that has not
+    /// finished TLS and shown the secret within `handshakeTimeout` is closed.
+    public func openLinks(group: any EventLoopGroup, bind: String, port: Int, advertised: String,
+                          handshakeTimeout: TimeAmount = .seconds(30)) throws {
         let connection = self.connection
-        let links = NodeLinks(group: group, nodeID: nodeID, logger: logger) { node in
+        let links = NodeLinks(group: group, nodeID: nodeID, logger: logger, handshakeTimeout: handshakeTimeout) { node in
             try? connection.withSession { s in
                 try s.rows("""
                     SELECT link_host, link_port, link_secret FROM cluster_node

@@ -1,6 +1,7 @@
 import CCSStore
 import Locking
 import NIOCore
+import NIOEmbedded
 import NIOPosix
 import NIOSSL
 @testable import PostgresStore
@@ -121,6 +122,51 @@ import Testing
         try await waitUntil { inbox.confirmations.last == "id-1" }
         #expect(inbox.offers == [Self.message])
         #expect(inbox.frames.withLock { $0 }.contains { if case .offers(let from, _) = $0 { from == "a" } else { false } })
+    }
+
+    /// Opens a plain TCP connection that sends nothing; returns its channel.
+    func silentConnection(to port: Int) async throws -> any Channel {
+        try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get()
+    }
+
+    /// Issue 39, item 8: a connection that never shows the secret is closed at the handshake deadline.
+    @Test(.timeLimit(.minutes(1))) func aSilentLinkIsClosedAtTheHandshakeDeadline() async throws {
+        let b = NodeLinks(group: MultiThreadedEventLoopGroup.singleton, nodeID: "b", logger: .init(label: "b"),
+                          handshakeTimeout: .milliseconds(200)) { _ in nil }
+        defer { b.close() }
+        let port = try b.listen(host: "127.0.0.1", port: 0)
+        let silent = try await silentConnection(to: port)
+        try await silent.closeFuture.get()
+    }
+
+    /// Issue 39, item 8: past the cap of links that have not shown the secret, a new one is closed at
+    /// once, while those within it stay open.
+    @Test(.timeLimit(.minutes(1))) func linksPastTheCapOfUnauthenticatedOnesAreClosedAtOnce() async throws {
+        let b = NodeLinks(group: MultiThreadedEventLoopGroup.singleton, nodeID: "b", logger: .init(label: "b"),
+                          handshakeTimeout: .hours(1), maxUnauthenticated: 2) { _ in nil }
+        defer { b.close() }
+        let port = try b.listen(host: "127.0.0.1", port: 0)
+        let first = try await silentConnection(to: port)
+        let second = try await silentConnection(to: port)
+        let third = try await silentConnection(to: port)
+        try await third.closeFuture.get()
+        #expect(first.isActive && second.isActive)
+        try await first.close()
+        try await second.close()
+    }
+
+    /// Issue 39, item 8: a link whose peer does not read is not written past its high-water mark:
+    /// what is posted meanwhile goes the caller's other way (NOTIFY), not into a buffer without end.
+    @Test func aLinkPastItsHighWaterMarkTakesNothingMoreUntilItDrains() throws {
+        let channel = EmbeddedChannel()
+        let link = NodeLinks.Link(node: "b", origin: "a", eventLoop: channel.eventLoop, logger: .init(label: "a"))
+        #expect(link.post(.confirmation("first")) == .connectFirst)
+        link.connected(channel, hello: "hello")
+        #expect(link.post(.confirmation("id-1")) == .sent)
+        channel.isWritable = false
+        #expect(link.post(.confirmation("id-2")) == .down)
+        channel.isWritable = true
+        #expect(link.post(.confirmation("id-3")) == .sent)
     }
 
     enum Intruder: CaseIterable {
