@@ -55,6 +55,8 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
+            // What a node sends through NOTIFY is sealed with the cluster's key (ChaChaPoly).
+            .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .target(name: "FaultInjection", dependencies: ["Locking", "CCSProtocol"]),
         .target(name: "MessageJournal", dependencies: [
