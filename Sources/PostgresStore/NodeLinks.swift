@@ -96,12 +96,18 @@ final class NodeLinks: Sendable {
                                    metadata: ["limit": "\(admission.limit)"])
                     return channel.eventLoop.makeFailedFuture(LinkRefused())
                 }
+                // The handler releases its place in the cap; until it is in the pipeline, a failure here does.
+                let handler = IncomingLinkHandler(secret: secret, timeout: timeout, admission: admission, received: received,
+                                                  logger: logger)
                 return channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LinkFrameDecoder()))
-                    try channel.pipeline.syncOperations.addHandler(
-                        IncomingLinkHandler(secret: secret, timeout: timeout, admission: admission, received: received,
-                                            logger: logger))
+                    do {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LinkFrameDecoder()))
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                    } catch {
+                        handler.settle()
+                        throw error
+                    }
                 }
             }
             .bind(host: host, port: port).wait()
@@ -339,7 +345,7 @@ private final class IncomingLinkHandler: ChannelInboundHandler, Sendable {
     }
 
     /// The deadline is off and the link no longer counts as unauthenticated (once).
-    private func settle() {
+    func settle() {
         let (deadline, release) = state.withLock { s -> (Scheduled<Void>?, Bool) in
             defer { s.deadline = nil; s.released = true }
             return (s.deadline, !s.released)
