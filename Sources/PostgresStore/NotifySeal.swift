@@ -8,8 +8,9 @@ import Foundation
 /// ChaChaPoly (encrypted and authenticated) with a key that every node reads from `cluster_key`, a
 /// table only the emulator's role may read, and the channel as authenticated data: a payload sealed
 /// for one channel does not open on another. A sealed payload is `!` and the box in base64.
-/// Not covered: a payload recorded by a listener and sent again as is (a replay); what nodes seal is
-/// either an offer (a duplicate the device's node already tells apart) or a hint.
+/// Not covered here: a payload recorded by a listener and sent again as is (a replay). The device's
+/// node refuses offers over a minute old (`Engine.offerFreshnessMillis`); a replayed confirmation
+/// finds its offer settled, and a replayed presence is out of date (docs/scaling.md).
 struct NotifySeal: Sendable {
     static let marker = UInt8(ascii: "!")
     /// The longest text that, sealed, still fits PostgreSQL's payload limit (`LiveNotifier.payloadLimit`):

@@ -72,6 +72,23 @@ import Testing
         #expect(n.device.ids.count == 2)
     }
 
+    /// Issue 39, item 5: an offer replayed long after it was made (a sealed NOTIFY payload recorded and
+    /// sent again) is not handed over; a fresh one is.
+    @Test func anOutOfDateOfferIsNotHandedOver() async throws {
+        let n = try await nodes(delay: .seconds(3600))
+        n.toB.holdOffers.store(true, ordering: .relaxed)
+        n.a.engine.downstream(data("m1", to: n.token), senderID: "111") { _ in }
+        let offered = n.toB.heldOffers.withLock { $0 }
+        #expect(offered.count == 1)
+        let now = n.b.clock.nowMillis()
+        var replayed = offered[0]
+        replayed.enqueuedAt = now - 61_000  // over a minute ago (`Engine.offerFreshnessMillis`)
+        n.b.engine.clusterLiveOffered([replayed], from: "a")
+        #expect(n.device.ids.isEmpty)
+        n.toB.releaseHeldOffers()
+        #expect(n.device.ids == [offered[0].deviceMessageID])
+    }
+
     @Test func aMessageForADeviceOnAnotherNodeIsOfferedAndItsWriteCalledOffByTheConfirmation() async throws {
         let n = try await nodes(delay: .seconds(3600))
         let before = n.a.engine.committer.statistics
