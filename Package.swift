@@ -55,6 +55,8 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
+            // What a node sends through NOTIFY is sealed with the cluster's key (ChaChaPoly).
+            .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .target(name: "FaultInjection", dependencies: ["Locking", "CCSProtocol"]),
         .target(name: "MessageJournal", dependencies: [
@@ -221,7 +223,7 @@ let package = Package(
         .testTarget(name: "CCSStoreTests", dependencies: [
             "Locking", "CCSStore", "PostgresStore", "PushDomain", .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
         .testTarget(name: "CCSEngineTests", dependencies: ["Locking", "CCSEngine", "CCSStore", "CCSProtocol"]),
         .testTarget(name: "LoadGeneratorTests", dependencies: [

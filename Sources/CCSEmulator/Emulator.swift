@@ -326,7 +326,8 @@ public final class Emulator: Sendable {
                 let wildcard = ["0.0.0.0", "::", "[::]"].contains(config.bindHost)
                 let advertised = config.clusterHost ?? (wildcard ? ProcessInfo.processInfo.hostName : config.bindHost)
                 do {
-                    try cluster.openLinks(group: group, bind: config.bindHost, port: config.clusterPort, advertised: advertised)
+                    try cluster.openLinks(group: group, bind: config.bindHost, port: config.clusterPort, advertised: advertised,
+                                          handshakeTimeout: .milliseconds(Int64(config.requestTimeoutMillis)))
                 } catch {
                     throw ListenerError(error, option: "--cluster-port", port: config.clusterPort, host: config.bindHost)
                 }

@@ -46,10 +46,10 @@ extension Engine {
         var inFlight: [String: InFlightDownstream] = [:]
         /// The newest messages the device ACKed on this connection: a queue read before their removal
         /// commits, or another node's announcement of one, must not hand them over again.
-        var confirmed = RecentIDs(capacity: Engine.confirmationsKept)
+        var confirmed = RecentMap<MessageIdentity>(capacity: Engine.confirmationsKept)
         /// Of those, the ones offered by another node and confirmed back to it: if their write is
         /// announced after all, this node removes them.
-        var confirmedOffers = RecentIDs(capacity: Engine.confirmationsKept)
+        var confirmedOffers = RecentMap<MessageIdentity>(capacity: Engine.confirmationsKept)
         /// Whether the store may hold an APNs notification of this device that is not on this
         /// connection (Apple's store-and-forward collapse would have to remove it).
         var apnsStored = APNsStoredKnowledge.unknown

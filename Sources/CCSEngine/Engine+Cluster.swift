@@ -2,6 +2,10 @@ import CCSStore
 
 /// This node's side of a cluster (docs/scaling.md): what the other nodes' writes mean here.
 extension Engine: ClusterEvents {
+    /// How old (engine clock) an offer from another node may be and still be handed over: far more
+    /// than a live-write delay and a round trip, and than the clocks of two machines differ.
+    static let offerFreshnessMillis: Int64 = 60_000
+
     /// Another node committed messages for a device connected here: hand over what it may take.
     public func clusterQueueChanged(token: String) {
         let link = state.withLock { s -> (any DeviceLink)? in
@@ -21,7 +25,11 @@ extension Engine: ClusterEvents {
     public func clusterLiveOffered(_ messages: [QueuedMessage], from node: String) {
         var order: [String] = []
         var byToken: [String: [QueuedMessage]] = [:]
-        for m in messages {
+        let now = clock.nowMillis()
+        // An offer is for now: its node writes the message within its live-write delay (at most 1 s)
+        // unless the device confirms it first. One much older is out of date or a replay (a sealed
+        // NOTIFY payload can be recorded and sent again: docs/scaling.md); the write brings it.
+        for m in messages where m.enqueuedAt > now - Self.offerFreshnessMillis {
             if byToken[m.token] == nil { order.append(m.token) }
             byToken[m.token, default: []].append(m)
         }

@@ -234,9 +234,10 @@ extension Engine {
                 if written && onConnection.offeredBy != nil { s.sessions.online.values[at].inFlight[id]?.offeredBy = nil }
                 continue
             }
-            if s.sessions.online.values[at].confirmed.contains(id) {
+            let identity = MessageIdentity(m)
+            if s.sessions.online.values[at].confirmed.contains(id, identity) {
                 // Confirmed back to the node that offered it, which wrote it anyway: removed here.
-                if written && s.sessions.online.values[at].confirmedOffers.contains(id) {
+                if written && s.sessions.online.values[at].confirmedOffers.contains(id, identity) {
                     removals.append(.removeMessage(token: token, deviceMessageID: id))
                 }
                 continue
@@ -332,8 +333,9 @@ extension Engine {
             // Only a message the store may hold (or another node may announce) can be handed over
             // again on this connection: a backlog read or a commit's hand-over after this confirmation
             // must find it here. One never written cannot come back, and is not remembered.
-            if !calledOff { s.sessions.online.values[at].confirmed.insert(deviceMessageID) }
-            if entry.offeredBy != nil { s.sessions.online.values[at].confirmedOffers.insert(deviceMessageID) }
+            let identity = MessageIdentity(entry.message)
+            if !calledOff { s.sessions.online.values[at].confirmed.insert(deviceMessageID, identity) }
+            if entry.offeredBy != nil { s.sessions.online.values[at].confirmedOffers.insert(deviceMessageID, identity) }
             let needsDevice = entry.message.deliveryReceiptRequested || entry.message.kind == .apnsNotification
             let device = needsDevice ? s.registry.devices[token] : nil
             return (entry, entry.message.deliveryReceiptRequested ? device?.app : nil, device?.apnsToken, calledOff)

@@ -30,6 +30,8 @@ public final class Engine: Sendable {
     public var store: any Persistence { committer.store }
     /// The other nodes on a shared store (docs/scaling.md); nil: this node is the whole service.
     public let cluster: (any ClusterCoordinator)?
+    /// The device message ids this node may mint: all of them alone, its slot's in a cluster.
+    let messageIDSlot: MessageIDSlot
     let logger: Logger
     let state: Locked<State>
     /// Told of every new registration once it is stored (Web Push delivery links new web devices).
@@ -48,6 +50,8 @@ public final class Engine: Sendable {
                 logger: Logger = Logger(label: "ccs.engine")) throws {
         self.committer = committer
         self.cluster = cluster
+        messageIDSlot = cluster.map { MessageIDSlot(slot: $0.messageIDSlot % MessageIDSlot.count, of: MessageIDSlot.count) }
+            ?? .whole
         self.journal = journal
         self.metrics = metrics
         self.clock = clock
@@ -99,7 +103,7 @@ public final class Engine: Sendable {
         }
     }
     func nextMicros(_ s: inout State) -> Int64 {
-        let micros = max(clock.nowMicros(), s.lastMicros + 1)
+        let micros = messageIDSlot.next(after: s.lastMicros, now: clock.nowMicros())
         s.lastMicros = micros
         return micros
     }

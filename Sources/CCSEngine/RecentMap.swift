@@ -1,3 +1,4 @@
+import CCSStore
 import DequeModule
 
 extension Engine {
@@ -6,7 +7,7 @@ extension Engine {
     struct RecentMap<Value: Sendable>: Sendable {
         let capacity: Int
         private var order = Deque<String>()
-        private var values: [String: Value] = [:]
+        fileprivate var values: [String: Value] = [:]
 
         init(capacity: Int) { self.capacity = capacity }
 
@@ -24,6 +25,24 @@ extension Engine {
 
     /// Ids alone.
     typealias RecentIDs = RecentMap<Void>
+
+    /// Which message an id was given to: a different message under the same id (minted again by a
+    /// node that restarted into the same slot on a virtual clock) is not the one confirmed, and must
+    /// not be skipped or removed as if it were (issue 39).
+    struct MessageIdentity: Sendable, Equatable {
+        let senderID: String
+        let appMessageID: String
+
+        init(_ m: QueuedMessage) {
+            senderID = m.senderID
+            appMessageID = m.appMessageID
+        }
+    }
+}
+
+extension Engine.RecentMap where Value: Equatable {
+    /// Whether `id` is here for this value (the same message, not just the same id).
+    func contains(_ id: String, _ value: Value) -> Bool { values[id] == value }
 }
 
 extension Engine.RecentMap where Value == Void {

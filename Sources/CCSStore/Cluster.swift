@@ -8,6 +8,9 @@
 public protocol ClusterCoordinator: Sendable {
     /// This node's id (lower-case hex), unique per run.
     var nodeID: String { get }
+    /// This node's slot among `MessageIDSlot.count`, held by no other live node: the remainder of the
+    /// microseconds of every device message id it mints, so that no two nodes mint the same id.
+    var messageIDSlot: Int { get }
     /// Starts taking part: the node's lease, listening for the other nodes, the periodic sweep.
     func start(events: any ClusterEvents)
     /// Leaves: the lease ends now (the other nodes take over this node's devices and items at once).

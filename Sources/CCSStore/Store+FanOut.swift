@@ -62,8 +62,9 @@ extension Store {
         if f.collapseKeyIsApp {
             // Each device's app is its key. CROSS JOIN keeps the audience as the outer loop (SQLite
             // would otherwise scan `device` in registration order and insert at random places).
+            // A device already holding the id refuses the whole fan-out (`Store.insert`).
             try db.cachedStatement(sql: """
-                INSERT OR REPLACE INTO queued_message(device_key, device_message_id, sender_id, app_message_id,
+                INSERT INTO queued_message(device_key, device_message_id, sender_id, app_message_id,
                   priority, ttl, enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload,
                   body_id, collapse_key)
                 SELECT a.device_key, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, d.app
@@ -73,7 +74,7 @@ extension Store {
             // The audience holds active devices only (an uninstall removes the subscriptions; a
             // condition's matches are active devices), so no join with `device` is needed.
             try db.cachedStatement(sql: """
-                INSERT OR REPLACE INTO queued_message(device_key, device_message_id, sender_id, app_message_id,
+                INSERT INTO queued_message(device_key, device_message_id, sender_id, app_message_id,
                   priority, ttl, enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload,
                   body_id, collapse_key)
                 SELECT device_key, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ? FROM temp.fanout_devices

@@ -479,10 +479,14 @@ public final class Store: Sendable {
         }
     }
 
-    /// Stores one message for its device (`m.token` is not read: `device` names it).
+    /// Stores one message for its device (`m.token` is not read: `device` names it). A message whose id
+    /// the device already holds is refused (a constraint error), never put in the other's place: the
+    /// other one's sender was ACKed for it (issue 39). The store's own notices (`deleted:…`,
+    /// `send_error:…`) are the same fact again when their id repeats, and replace it.
     static func insert(_ m: QueuedMessage, device: Int64, in db: Database) throws {
+        let verb = m.kind.isMintedMessage ? "INSERT" : "INSERT OR REPLACE"
         let insert = try RawStatement(db, sql: """
-            INSERT OR REPLACE INTO queued_message(device_key, device_message_id, sender_id, app_message_id,
+            \(verb) INTO queued_message(device_key, device_message_id, sender_id, app_message_id,
               collapse_key, priority, ttl, enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload,
               platform_blocks)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -736,4 +740,10 @@ public struct UnreadableDatabase: Error, CustomStringConvertible {
     public var description: String {
         "the database \(path) is corrupt or not a ccs-emulator database (SQLite: \(reason)); move it away to keep it, or start with --reset-state to begin with an empty one"
     }
+}
+
+extension MessageKind {
+    /// An app server's message (FCM or APNs) under an id a node minted: another message with its id
+    /// is another message, refused rather than put in its place (`Store.insert`).
+    var isMintedMessage: Bool { self == .message || self == .apnsNotification }
 }

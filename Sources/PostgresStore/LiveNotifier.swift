@@ -10,12 +10,17 @@ import PushDomain
 /// PostgreSQL notifications, sent on a connection of their own, many lines to a notification and many
 /// notifications to a statement: whatever was posted while the previous statement ran goes in the next.
 ///
+/// Each payload goes sealed with the cluster's key (`NotifySeal`): any role that may connect could
+/// LISTEN, or NOTIFY a forged confirmation that calls a write off (issue 39).
+///
 /// Nothing here is durable or must arrive: a lost offer or confirmation only means the message is
 /// written after its delay and reaches the device by the durable path. So the connection commits
 /// without waiting for the disk (`synchronous_commit = off`: a NOTIFY still takes a transaction id).
 final class LiveNotifier: Sendable {
     /// A notification's payload must be shorter than 8000 bytes (PostgreSQL's limit).
     static let payloadLimit = 7_900
+    /// What a payload may hold before it is sealed: sealed, it is still under `payloadLimit`.
+    static let plainLimit = NotifySeal.plainLimit
 
     /// The first line of a payload on a node's channel, which no token and no JSON object starts with.
     enum Header: Sendable, Hashable {
@@ -69,8 +74,10 @@ final class LiveNotifier: Sendable {
     private let waiting = DrainQueue<Item>()
     private let connection = Locked<PostgresConnection?>(nil)
     private let logger: Logger
+    private let seal: NotifySeal
 
-    init(store: PostgresStore, logger: Logger) {
+    init(store: PostgresStore, seal: NotifySeal, logger: Logger) {
+        self.seal = seal
         url = store.url
         eventLoop = store.group.next()
         self.logger = logger
@@ -93,7 +100,8 @@ final class LiveNotifier: Sendable {
     private func sendWaiting() {
         let items = waiting.take()
         if items.isEmpty { return }
-        let (channels, payloads) = Self.pack(items)
+        let (channels, plain) = Self.pack(items)
+        let payloads = zip(channels, plain).map { seal.seal($1, channel: $0) }
         connected().flatMap { connection in
             connection.query(PostgresQuery(unsafeSQL: "SELECT count(pg_notify(c, p)) FROM unnest($1::text[], $2::text[]) AS t(c, p)",
                                            binds: binds(channels, payloads)), logger: self.logger)
@@ -133,7 +141,7 @@ final class LiveNotifier: Sendable {
         var payloads: [String] = []
         for item in items where fits(item.line, header: item.header) {
             let key = Key(channel: item.channel, header: item.header)
-            if let i = open[key], payloads[i].utf8.count + 1 + item.line.utf8.count <= payloadLimit {
+            if let i = open[key], payloads[i].utf8.count + 1 + item.line.utf8.count <= plainLimit {
                 payloads[i] += "\n"
                 payloads[i] += item.line
                 continue
@@ -147,7 +155,7 @@ final class LiveNotifier: Sendable {
 
     /// Whether a line fits a payload on its own (a message that does not is not offered).
     static func fits(_ line: String, header: Header) -> Bool {
-        header.text.utf8.count + 1 + line.utf8.count <= payloadLimit
+        header.text.utf8.count + 1 + line.utf8.count <= plainLimit
     }
 
     private struct Key: Hashable {

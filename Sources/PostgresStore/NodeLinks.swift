@@ -28,6 +28,11 @@ final class NodeLinks: Sendable {
     static let hello = "ccs-emulator-link 1 "
     /// Frames larger than this are refused (a frame holds what waited for one event-loop turn).
     static let maxFrameBytes = 16 << 20
+    /// Links to this node that have not shown its secret yet, at most (`LinkAdmission`).
+    static let maxUnauthenticated = 64
+    /// A link holding this much unwritten (its peer reads too slowly) takes nothing more until it is
+    /// down to the low mark: what is posted meanwhile goes through NOTIFY (issue 39).
+    static let writeBufferWaterMark = ChannelOptions.Types.WriteBufferWaterMark(low: 1 << 20, high: 4 << 20)
 
     let secret: String
     /// This node's id, which its offers carry.
@@ -43,6 +48,10 @@ final class NodeLinks: Sendable {
     private let resolving = DispatchQueue(label: "ccs-emulator.cluster.links")
     private let receiver = Locked(WeakReceiver())
     private let listening = Locked<Int?>(nil)
+    /// How long a link to this node may take to finish TLS and show the secret (the deadline of the
+    /// node's other TLS listeners, `--request-timeout`).
+    private let handshakeTimeout: TimeAmount
+    private let admission: LinkAdmission
 
     private struct WeakReceiver {
         weak var value: (any NodeLinkReceiver)?
@@ -56,8 +65,11 @@ final class NodeLinks: Sendable {
     /// The port the listener is bound to.
     var port: Int? { listening.withLock { $0 } }
 
-    init(group: any EventLoopGroup, nodeID: String, logger: Logger, resolve: @escaping @Sendable (String) -> Endpoint?) {
+    init(group: any EventLoopGroup, nodeID: String, logger: Logger, handshakeTimeout: TimeAmount = .seconds(30),
+         maxUnauthenticated: Int = NodeLinks.maxUnauthenticated, resolve: @escaping @Sendable (String) -> Endpoint?) {
         self.nodeID = nodeID
+        self.handshakeTimeout = handshakeTimeout
+        admission = LinkAdmission(limit: maxUnauthenticated)
         var bytes = SystemRandomNumberGenerator()
         secret = (0..<4).map { _ in String(bytes.next() as UInt64, radix: 16) }.joined()
         self.group = group
@@ -72,17 +84,30 @@ final class NodeLinks: Sendable {
         let received: @Sendable (LinkFrames.Decoded) -> Void = { [weak self] frame in
             self?.receiver.withLock { $0.value }?.linkReceived(frame)
         }
-        let logger = self.logger
+        let (logger, admission, timeout) = (self.logger, self.admission, handshakeTimeout)
         let channel = try ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LinkFrameDecoder()))
-                    try channel.pipeline.syncOperations.addHandler(
-                        IncomingLinkHandler(secret: secret, received: received, logger: logger))
+                // Past the cap of links that have not shown the secret, a new one is closed at once.
+                guard admission.admit() else {
+                    logger.warning("a link was refused: too many links have not shown this node's secret yet",
+                                   metadata: ["limit": "\(admission.limit)"])
+                    return channel.eventLoop.makeFailedFuture(LinkRefused())
+                }
+                // The handler releases its place in the cap; until it is in the pipeline, a failure here does.
+                let handler = IncomingLinkHandler(secret: secret, timeout: timeout, admission: admission, received: received,
+                                                  logger: logger)
+                return channel.eventLoop.makeCompletedFuture {
+                    do {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LinkFrameDecoder()))
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                    } catch {
+                        handler.settle()
+                        throw error
+                    }
                 }
             }
             .bind(host: host, port: port).wait()
@@ -143,6 +168,7 @@ final class NodeLinks: Sendable {
         }
         ClientBootstrap(group: link.eventLoop)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.writeBufferWaterMark, value: Self.writeBufferWaterMark)
             .connectTimeout(.seconds(2))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -201,7 +227,9 @@ final class NodeLinks: Sendable {
                     return (.connectFirst, false)
                 case .connecting, .down:
                     return (.down, false)
-                case .up:
+                case .up(let channel):
+                    // Past the high-water mark: the caller sends it through NOTIFY (no buffer without end).
+                    guard channel.isWritable else { return (.down, false) }
                     switch item {
                     case .offer(let m): s.waiting.offers.append(m)
                     case .confirmation(let id): s.waiting.confirmations.append(id)
@@ -269,25 +297,66 @@ struct LinkFrameDecoder: ByteToMessageDecoder {
     }
 }
 
+/// A link refused before anything is read from it (`LinkAdmission`).
+struct LinkRefused: Error {}
+
 /// A link another node opened to this one: its first frame is the hello with this node's secret;
-/// then each frame is one of `LinkFrames`.
+/// then each frame is one of `LinkFrames`. One that has not shown the secret by the handshake
+/// deadline is closed (a connection that never speaks is not kept: issue 39); until it shows it, it
+/// counts against the listener's cap (`LinkAdmission`).
 private final class IncomingLinkHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = ByteBuffer
 
     private let secret: String
+    private let timeout: TimeAmount
+    private let admission: LinkAdmission
     private let received: @Sendable (LinkFrames.Decoded) -> Void
     private let logger: Logger
-    private let greeted = Locked(false)
+    /// Whether the hello came, and the deadline until it did (cancelled then, or when the link closes).
+    private let state = Locked<(greeted: Bool, released: Bool, deadline: Scheduled<Void>?)>((false, false, nil))
 
-    init(secret: String, received: @escaping @Sendable (LinkFrames.Decoded) -> Void, logger: Logger) {
+    init(secret: String, timeout: TimeAmount, admission: LinkAdmission,
+         received: @escaping @Sendable (LinkFrames.Decoded) -> Void, logger: Logger) {
         self.secret = secret
+        self.timeout = timeout
+        self.admission = admission
         self.received = received
         self.logger = logger
     }
 
+    func handlerAdded(context: ChannelHandlerContext) {
+        let channel = context.channel
+        let logger = self.logger
+        let deadline = context.eventLoop.scheduleTask(in: timeout) {
+            logger.warning("a link that did not show this node's secret in time was closed",
+                           metadata: ["peer": "\(channel.remoteAddress.map { "\($0)" } ?? "-")"])
+            channel.close(promise: nil)
+        }
+        state.withLock { $0.deadline = deadline }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        settle()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        settle()
+        context.fireChannelInactive()
+    }
+
+    /// The deadline is off and the link no longer counts as unauthenticated (once).
+    func settle() {
+        let (deadline, release) = state.withLock { s -> (Scheduled<Void>?, Bool) in
+            defer { s.deadline = nil; s.released = true }
+            return (s.deadline, !s.released)
+        }
+        deadline?.cancel()
+        if release { admission.release() }
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var frame = unwrapInboundIn(data)
-        if greeted.withLock({ $0 }) {
+        if state.withLock({ $0.greeted }) {
             guard let decoded = LinkFrames.decode(frame) else {
                 logger.warning("a link sent a frame that does not read; closed", metadata: ["peer": "\(context.remoteAddress.map { "\($0)" } ?? "-")"])
                 context.close(promise: nil)
@@ -295,7 +364,8 @@ private final class IncomingLinkHandler: ChannelInboundHandler, Sendable {
             }
             received(decoded)
         } else if frame.readString(length: frame.readableBytes) == NodeLinks.hello + secret {
-            greeted.withLock { $0 = true }
+            state.withLock { $0.greeted = true }
+            settle()
         } else {
             logger.warning("a link without this node's secret was closed", metadata: ["peer": "\(context.remoteAddress.map { "\($0)" } ?? "-")"])
             context.close(promise: nil)

@@ -32,7 +32,13 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
     static let presenceChannel = "ccs_presence"
 
     public var nodeID: String { store.nodeID }
+    /// The slot of device message ids this node holds (`MessageIDSlot`), chosen at start.
+    public let messageIDSlot: Int
     private let store: PostgresStore
+    /// Seals what this node sends through NOTIFY, and opens what it takes (`NotifySeal`).
+    let seal: NotifySeal
+    /// Notifications refused as not the cluster's (logged now and then, not each: they may be a flood).
+    private let refused = Locked(0)
     private let connection: BlockingConnection
     private let logger: Logger
     /// Every write and every event handled here, in order, off the event loops.
@@ -71,21 +77,51 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
         renewEvery = .milliseconds(renewEveryMillis)
         timer = DispatchSource.makeTimerSource(queue: queue)
         connection = BlockingConnection(url: store.url, eventLoop: store.group.next(), setup: [], logger: logger)
-        live = LiveNotifier(store: store, logger: logger)
-        try connection.withSession { s in
+        let joined = try Self.join(connection, node: store.nodeID, leaseMillis: leaseMillis)
+        messageIDSlot = joined.slot
+        seal = NotifySeal(secret: joined.secret)
+        live = LiveNotifier(store: store, seal: seal, logger: logger)
+    }
+
+    /// No slot of device message ids is free: as many nodes as there are slots are live.
+    public struct NoFreeSlot: Error, CustomStringConvertible {
+        public var description: String {
+            "\(MessageIDSlot.count) nodes are live on this database already: no slot of message ids is free (docs/scaling.md)"
+        }
+    }
+
+    /// Enters this node in `cluster_node` with the lowest slot no live node holds, under a lock that
+    /// nodes starting together take in turn, and reads the cluster's secret (made by the first node).
+    private static func join(_ connection: BlockingConnection, node: String, leaseMillis: Int64) throws -> (slot: Int, secret: String) {
+        var random = SystemRandomNumberGenerator()
+        let fresh = (0..<4).map { _ in String(random.next() as UInt64, radix: 16) }.joined()
+        return try connection.transaction { s in
+            try s.execute("SELECT pg_advisory_xact_lock(39, 4)")
+            let free = try s.rows("""
+                SELECT n FROM generate_series(0, $1 - 1) n WHERE n NOT IN (
+                  SELECT id_slot FROM cluster_node WHERE lease_until > ccs_now_ms() AND id_slot IS NOT NULL)
+                ORDER BY n LIMIT 1
+                """, binds(Int64(MessageIDSlot.count))).first.map { try $0.makeRandomAccess()[0].decode(Int64.self) }
+            guard let slot = free else { throw NoFreeSlot() }
             try s.execute("""
-                INSERT INTO cluster_node(id, started_at, lease_until) VALUES ($1, ccs_now_ms(), ccs_now_ms() + $2)
-                """, binds(store.nodeID, leaseMillis))
+                INSERT INTO cluster_node(id, started_at, lease_until, id_slot) VALUES ($1, ccs_now_ms(), ccs_now_ms() + $2, $3)
+                """, binds(node, leaseMillis, slot))
+            try s.execute("INSERT INTO cluster_key(id, secret) VALUES (1, $1) ON CONFLICT (id) DO NOTHING", binds(fresh))
+            let secret = try s.rows("SELECT secret FROM cluster_key WHERE id = 1").first
+                .map { try $0.makeRandomAccess()[0].decode(String.self) } ?? fresh
+            return (Int(slot), secret)
         }
     }
 
     /// Opens this node's links to the others (docs/scaling.md): listens on `bind:port` (0: a free
     /// port) on `group`, the node's own event loops, and publishes `advertised`, the port and the
     /// links' secret. Until then, and for a node that does not publish one, offers and confirmations
-    /// go through PostgreSQL. `linkPort` is then the port bound.
-    public func openLinks(group: any EventLoopGroup, bind: String, port: Int, advertised: String) throws {
+    /// go through PostgreSQL. `linkPort` is then the port bound. A link to this node that has not
+    /// finished TLS and shown the secret within `handshakeTimeout` is closed.
+    public func openLinks(group: any EventLoopGroup, bind: String, port: Int, advertised: String,
+                          handshakeTimeout: TimeAmount = .seconds(30)) throws {
         let connection = self.connection
-        let links = NodeLinks(group: group, nodeID: nodeID, logger: logger) { node in
+        let links = NodeLinks(group: group, nodeID: nodeID, logger: logger, handshakeTimeout: handshakeTimeout) { node in
             try? connection.withSession { s in
                 try s.rows("""
                     SELECT link_host, link_port, link_secret FROM cluster_node
@@ -147,7 +183,8 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
                 try connection.withSession { s in
                     try s.execute("UPDATE cluster_node SET lease_until = 0 WHERE id = $1", binds(nodeID))
                     try s.execute("DELETE FROM device_presence WHERE node = $1", binds(nodeID))
-                    try s.execute("SELECT pg_notify('\(Self.presenceChannel)', '* -' || $1)", binds(nodeID))
+                    try s.execute("SELECT pg_notify('\(Self.presenceChannel)', $1)",
+                                  binds(seal.seal("* -" + nodeID, channel: Self.presenceChannel)))
                 }
             } catch {
                 logger.warning("leaving the cluster: \(error)")
@@ -206,15 +243,16 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
                                 INSERT INTO device_presence(token, node, since) VALUES ($1, $2, ccs_now_ms())
                                 ON CONFLICT(token) DO UPDATE SET node = EXCLUDED.node, since = EXCLUDED.since
                                 """, binds(token, nodeID))
-                            s.send("SELECT pg_notify('\(Self.presenceChannel)', $1)", binds(token + " " + nodeID))
+                            s.send("SELECT pg_notify('\(Self.presenceChannel)', $1)",
+                                   binds(seal.seal(token + " " + nodeID, channel: Self.presenceChannel)))
                             s.send("COMMIT")
                         case .offline(let token):
                             // Announced only if it was still here: it may have connected to another node
                             // since. One statement: a transaction of its own.
                             s.send("""
                                 WITH gone AS (DELETE FROM device_presence WHERE token = $1 AND node = $2 RETURNING token)
-                                SELECT pg_notify('\(Self.presenceChannel)', token || ' -' || $2) FROM gone
-                                """, binds(token, nodeID))
+                                SELECT pg_notify('\(Self.presenceChannel)', $3) FROM gone
+                                """, binds(token, nodeID, seal.seal(token + " -" + nodeID, channel: Self.presenceChannel)))
                         }
                     }
                 }
@@ -281,9 +319,10 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
         }
     }
 
-    /// A presence announcement: "token node" (connected there) or "token -node" (gone from there);
-    /// "* -node": the node left.
-    func presenceChanged(_ payload: String) {
+    /// A presence announcement, sealed by a node: "token node" (connected there) or "token -node"
+    /// (gone from there); "* -node": the node left.
+    func presenceChanged(_ sealed: String) {
+        guard let payload = seal.open(sealed, channel: Self.presenceChannel) else { return refuse(Self.presenceChannel) }
         guard let space = payload.lastIndex(of: " ") else { return }
         let token = String(payload[..<space])
         var node = payload[payload.index(after: space)...]
@@ -403,7 +442,7 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
                         // engine only hands over and answers (no waiting), and a hop to a queue cost
                         // a thread wake-up per notification. Their order against the announcements
                         // on the queue does not matter (`Engine.take`).
-                        if channel == self.channel, payload.utf8.first == UInt8(ascii: "\n") {
+                        if channel == self.channel, payload.utf8.first == NotifySeal.marker {
                             return self.notified(channel: channel, payload: payload)
                         }
                         (channel == self.channel ? self.announcements : self.queue).async {
@@ -450,13 +489,10 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
         guard let events = events.withLock({ $0?.value }) else { return }
         switch channel {
         case self.channel:
-            if let live = LiveNotifier.decode(payload) {
-                linkReceived(live)
-            } else if payload.hasPrefix("{") {
-                guard let message = Self.message(fromAnnouncement: payload) else { return }
-                events.clusterMessageCommitted(message)
-            } else {
-                events.clusterQueueChanged(token: payload)
+            switch NodeChannelNotice.read(payload, channel: channel, seal: seal) {
+            case .live(let live): linkReceived(live)
+            case .queueChanged(let token): events.clusterQueueChanged(token: token)
+            case .refused: refuse(channel)
             }
         case Self.outboundChannel:
             if events.clusterConnectedSenders().contains(payload) { claim(senders: [payload]) }
@@ -469,11 +505,25 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
             case "subscriptions": events.clusterRegistryChanged(.subscriptions(token: value))
             case "group": events.clusterRegistryChanged(.deviceGroup(id: value))
             case "everything": events.clusterRegistryChanged(.everything)
-            case "clock": if let millis = Int64(value) { events.clusterRegistryChanged(.clock(millis: millis)) }
+            // A hint only: the time is read from the meta table, which only the emulator's role may write
+            // (any role may NOTIFY; one sent the year 9999 and every node followed: issue 39).
+            case "clock":
+                guard let stored = try? store.meta(MetaKey.virtualClock), let millis = Int64(stored) else { return }
+                events.clusterRegistryChanged(.clock(millis: millis))
             default: break
             }
         default:
             break
+        }
+    }
+
+    /// A notification that no node sent (not sealed with the cluster's key, or not a hint) is dropped;
+    /// the first and then every thousandth is logged, so that a flood does not flood the log too.
+    private func refuse(_ channel: String) {
+        let n = refused.withLock { n -> Int in n += 1; return n }
+        if n % 1_000 == 1 {
+            logger.warning("a notification not sent by a node of this cluster was dropped",
+                           metadata: ["channel": "\(channel)", "dropped": "\(n)"])
         }
     }
 }

@@ -280,6 +280,114 @@ enum PostgresSchema {
         """),
         // An installation's later tokens (Store's migration v11).
         .script("ALTER TABLE device ADD COLUMN refreshed_tokens TEXT;"),
+        // Issue 39. Each live node's slot of device message ids (`MessageIDSlot`); the key that what
+        // nodes send through NOTIFY is sealed with (`NotifySeal`), in a table no other role may read; and
+        // `ccs_enqueue` again: a second message under a taken id fails instead of replacing the first,
+        // and the device's node is told the token only (docs/scaling.md).
+        .script("""
+        ALTER TABLE cluster_node ADD COLUMN id_slot BIGINT;
+        CREATE TABLE cluster_key (
+          id INT PRIMARY KEY NOT NULL,
+          secret TEXT NOT NULL
+        );
+        REVOKE ALL ON cluster_key FROM PUBLIC;
+        REVOKE ALL ON cluster_node FROM PUBLIC;
+        """),
+        .statement("""
+        CREATE OR REPLACE FUNCTION ccs_enqueue(me TEXT, token_ TEXT,
+          m_id TEXT, m_sender TEXT, m_app_id TEXT, m_key TEXT, m_priority TEXT, m_ttl BIGINT, m_enqueued BIGINT,
+          m_expires BIGINT, m_receipt BIGINT, m_dwi BIGINT, m_notification BIGINT, m_kind TEXT, m_payload TEXT, m_blocks TEXT,
+          limited BOOLEAN, max_keys BIGINT, max_plain BIGINT,
+          n_id TEXT, n_sender TEXT, n_app_id TEXT, n_key TEXT, n_priority TEXT, n_ttl BIGINT, n_enqueued BIGINT,
+          n_expires BIGINT, n_receipt BIGINT, n_dwi BIGINT, n_notification BIGINT, n_kind TEXT, n_payload TEXT, n_blocks TEXT)
+        RETURNS TABLE(r_id TEXT, r_kind TEXT, r_sender TEXT, r_reason TEXT, r_on_arrival BOOLEAN)
+        LANGUAGE plpgsql AS $body$
+        DECLARE
+          dk BIGINT;
+          stored BIGINT;
+        BEGIN
+          SELECT d.device_key INTO dk FROM device d WHERE d.token = token_;
+          IF NOT FOUND THEN
+            RAISE EXCEPTION 'no device with token %', token_ USING ERRCODE = 'P0002';
+          END IF;
+          -- ccs_lock_device, inline: a call would cost a function lookup per message.
+          PERFORM pg_advisory_xact_lock_shared(0);
+          PERFORM pg_advisory_xact_lock(dk);
+          IF m_key IS NOT NULL THEN
+            RETURN QUERY WITH gone AS (
+                DELETE FROM queued_message q WHERE q.device_key = dk AND q.collapse_key = m_key AND q.kind IN ('message', 'apns')
+                RETURNING q.device_message_id, q.kind, q.sender_id)
+              SELECT g.device_message_id, g.kind, g.sender_id, 'collapsed'::TEXT, false FROM gone g;
+          END IF;
+          IF limited AND m_key IS NULL THEN
+            SELECT COUNT(*) INTO stored FROM queued_message q
+              WHERE q.device_key = dk AND q.collapse_key IS NULL AND q.kind = 'message';
+            IF stored >= max_plain THEN
+              -- The new message goes with the stored ones; the device gets the notice instead (once).
+              r_id := m_id; r_kind := m_kind; r_sender := m_sender; r_reason := 'discarded'; r_on_arrival := true;
+              RETURN NEXT;
+              RETURN QUERY WITH gone AS (
+                  DELETE FROM queued_message q WHERE q.device_key = dk AND q.collapse_key IS NULL AND q.kind = 'message'
+                  RETURNING q.device_message_id, q.kind, q.sender_id)
+                SELECT g.device_message_id, g.kind, g.sender_id, 'discarded'::TEXT, false FROM gone g;
+              IF NOT EXISTS (SELECT 1 FROM queued_message q WHERE q.device_key = dk AND q.kind = 'deleted_messages') THEN
+                INSERT INTO queued_message(device_key, device_message_id, sender_id, app_message_id, collapse_key, priority, ttl,
+                    enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload, platform_blocks)
+                  VALUES (dk, n_id, n_sender, n_app_id, n_key, n_priority, n_ttl, n_enqueued, n_expires, n_receipt, n_dwi,
+                    n_notification, n_kind, n_payload, n_blocks)
+                  ON CONFLICT(device_key, device_message_id) DO UPDATE SET sender_id = EXCLUDED.sender_id,
+                    app_message_id = EXCLUDED.app_message_id, collapse_key = EXCLUDED.collapse_key, priority = EXCLUDED.priority,
+                    ttl = EXCLUDED.ttl, enqueued_at = EXCLUDED.enqueued_at, expires_at = EXCLUDED.expires_at,
+                    receipt = EXCLUDED.receipt, delay_while_idle = EXCLUDED.delay_while_idle,
+                    notification = EXCLUDED.notification, kind = EXCLUDED.kind, payload = EXCLUDED.payload,
+                    platform_blocks = EXCLUDED.platform_blocks, body_id = NULL, seq = nextval('queued_message_seq_seq');
+              END IF;
+              -- The device's node reads its queue (the notice).
+              PERFORM pg_notify('ccs_node_' || p.node, token_) FROM device_presence p JOIN cluster_node c ON c.id = p.node
+                WHERE p.token = token_ AND p.node <> me AND c.lease_until > ccs_now_ms();
+              RETURN;
+            END IF;
+          END IF;
+          IF m_kind IN ('message', 'apns') THEN
+            -- An app server's message under an id a node minted: a second message under that id fails
+            -- (unique_violation, and its sender gets no ACK) instead of taking the first one's place.
+            INSERT INTO queued_message(device_key, device_message_id, sender_id, app_message_id, collapse_key, priority, ttl,
+                enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload, platform_blocks)
+              VALUES (dk, m_id, m_sender, m_app_id, m_key, m_priority, m_ttl, m_enqueued, m_expires, m_receipt, m_dwi,
+                m_notification, m_kind, m_payload, m_blocks);
+          ELSE
+            -- The store's own notices (deleted:…, send_error:…): the same fact again, kept once.
+            INSERT INTO queued_message(device_key, device_message_id, sender_id, app_message_id, collapse_key, priority, ttl,
+                enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload, platform_blocks)
+              VALUES (dk, m_id, m_sender, m_app_id, m_key, m_priority, m_ttl, m_enqueued, m_expires, m_receipt, m_dwi,
+                m_notification, m_kind, m_payload, m_blocks)
+              ON CONFLICT(device_key, device_message_id) DO UPDATE SET sender_id = EXCLUDED.sender_id,
+                app_message_id = EXCLUDED.app_message_id, collapse_key = EXCLUDED.collapse_key, priority = EXCLUDED.priority,
+                ttl = EXCLUDED.ttl, enqueued_at = EXCLUDED.enqueued_at, expires_at = EXCLUDED.expires_at,
+                receipt = EXCLUDED.receipt, delay_while_idle = EXCLUDED.delay_while_idle,
+                notification = EXCLUDED.notification, kind = EXCLUDED.kind, payload = EXCLUDED.payload,
+                platform_blocks = EXCLUDED.platform_blocks, body_id = NULL, seq = nextval('queued_message_seq_seq');
+          END IF;
+          -- The device's node gets the token, a hint: it reads the queue. Never the message: any role that
+          -- may connect could LISTEN to it, and a node must not take a message that any role could NOTIFY.
+          PERFORM pg_notify('ccs_node_' || p.node, token_) FROM device_presence p JOIN cluster_node c ON c.id = p.node
+            WHERE p.token = token_ AND p.node <> me AND c.lease_until > ccs_now_ms();
+          IF limited AND m_key IS NOT NULL THEN
+            -- At most max_keys collapse keys: the oldest keys' messages go.
+            RETURN QUERY WITH keys AS (
+                SELECT q.collapse_key AS k, MIN(q.seq) AS first FROM queued_message q
+                WHERE q.device_key = dk AND q.collapse_key IS NOT NULL AND q.kind IN ('message', 'apns')
+                GROUP BY q.collapse_key),
+              doomed AS (SELECT k FROM keys ORDER BY first DESC OFFSET max_keys),
+              gone AS (
+                DELETE FROM queued_message q WHERE q.device_key = dk AND q.kind IN ('message', 'apns')
+                  AND q.collapse_key IN (SELECT k FROM doomed)
+                RETURNING q.device_message_id, q.kind, q.sender_id)
+              SELECT g.device_message_id, g.kind, g.sender_id, 'collapsed'::TEXT, false FROM gone g;
+          END IF;
+        END
+        $body$
+        """),
     ]
 
     /// A column of an exported table: its name and whether it holds text (compared byte-wise in an

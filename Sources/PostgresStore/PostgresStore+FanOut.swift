@@ -50,14 +50,8 @@ extension PostgresStore {
         let body = try s.rows("INSERT INTO message_body(payload, platform_blocks, expires_at) VALUES ($1, $2, $3) RETURNING id",
                               binds(m.payload, m.platformBlocks, m.expiresAt))
             .first.map { try $0.makeRandomAccess()[0].decode(Int64.self) } ?? 0
-        let common = """
-            ON CONFLICT(device_key, device_message_id) DO UPDATE SET sender_id = EXCLUDED.sender_id,
-              app_message_id = EXCLUDED.app_message_id, collapse_key = EXCLUDED.collapse_key, priority = EXCLUDED.priority,
-              ttl = EXCLUDED.ttl, enqueued_at = EXCLUDED.enqueued_at, expires_at = EXCLUDED.expires_at,
-              receipt = EXCLUDED.receipt, delay_while_idle = EXCLUDED.delay_while_idle,
-              notification = EXCLUDED.notification, kind = EXCLUDED.kind, payload = EXCLUDED.payload,
-              platform_blocks = NULL, body_id = EXCLUDED.body_id, seq = nextval('queued_message_seq_seq')
-            """
+        // No ON CONFLICT: a device already holding the id refuses the whole fan-out (as `ccs_enqueue`
+        // refuses a message), instead of its message being replaced.
         var arguments = binds(m.deviceMessageID, m.senderID, m.appMessageID, m.priority, m.timeToLive, m.enqueuedAt,
                               m.expiresAt, m.deliveryReceiptRequested ? 1 : 0, m.delayWhileIdle ? 1 : 0,
                               m.isNotification ? 1 : 0, m.kind.rawValue, body)
@@ -67,7 +61,7 @@ extension PostgresStore {
                   enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload, body_id, collapse_key)
                 SELECT a.device_key, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, '', $12, d.app
                 FROM fanout_devices a JOIN device d ON d.device_key = a.device_key ORDER BY a.device_key
-                """ + "\n" + common, arguments)
+                """, arguments)
         } else {
             arguments.append(m.collapseKey)
             try s.execute("""
@@ -75,7 +69,7 @@ extension PostgresStore {
                   enqueued_at, expires_at, receipt, delay_while_idle, notification, kind, payload, body_id, collapse_key)
                 SELECT device_key, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, '', $12, $13::TEXT
                 FROM fanout_devices ORDER BY device_key
-                """ + "\n" + common, arguments)
+                """, arguments)
         }
         if collapsible {
             let crowded = try s.rows("""

@@ -20,7 +20,7 @@ import Testing
     func nodes(delay: Duration) async throws -> Nodes {
         let path = try Harness.temporaryDatabasePath()
         let toB = FakeCluster(nodeID: "a", partnerNode: "b")
-        let toA = FakeCluster(nodeID: "b", partnerNode: "a")
+        let toA = FakeCluster(nodeID: "b", partnerNode: "a", messageIDSlot: 1)
         let a = try Harness(path: path, liveWriteDelay: delay, cluster: toB)
         let d = try await a.register()
         // B reads the registration at start (its registry is loaded from the shared store).
@@ -30,6 +30,63 @@ import Testing
         let device = await b.connect(d.token)
         _ = toB.partnerHolds.withLock { $0.insert(d.token) }
         return Nodes(a: a, b: b, toB: toB, toA: toA, token: d.token, device: device)
+    }
+
+    /// Issue 39, item 4: two nodes on one virtual clock (it stands still) each take a message for one
+    /// offline device. Each node mints ids of its own, so both are stored and both senders ACKed;
+    /// before, both got the same id and the second write replaced the first.
+    @Test func twoNodesNeverMintTheSameIdForOneDevice() async throws {
+        let path = try Harness.temporaryDatabasePath()
+        let a = try Harness(path: path, cluster: FakeCluster(nodeID: "a", partnerNode: "b", messageIDSlot: 0))
+        let d = try await a.register()
+        let b = try Harness(path: path, cluster: FakeCluster(nodeID: "b", partnerNode: "a", messageIDSlot: 1))
+        for i in 0..<4 {
+            #expect(await a.send(data("a\(i)", to: d.token)) == .ack(from: d.token))
+            #expect(await b.send(data("b\(i)", to: d.token)) == .ack(from: d.token))
+        }
+        let queued = try a.queue(d.token)
+        #expect(Set(queued.map(\.appMessageID)) == Set((0..<4).flatMap { ["a\($0)", "b\($0)"] }))
+        #expect(Set(queued.map(\.deviceMessageID)).count == 8)
+    }
+
+    /// Issue 39, item 4: the device's node tells messages apart by more than their id. A different
+    /// message that comes under the id of one the device confirmed (minted again by a node that
+    /// restarted into the same slot on a virtual clock) is handed over, not skipped, and not removed.
+    @Test func aDifferentMessageUnderAConfirmedIdIsHandedOverNotSkipped() async throws {
+        let n = try await nodes(delay: .seconds(3600))
+        n.a.engine.downstream(data("m1", to: n.token), senderID: "111") { _ in }
+        let first = n.device.delivered.withLock { $0 }.map(\.message)
+        #expect(first.count == 1)
+        n.b.engine.deviceAcknowledged(token: n.token, deviceMessageID: first[0].deviceMessageID)
+        await n.a.settle()
+        var other = first[0]
+        other.appMessageID = "m2"
+        other.payload = #"{"data":{"id":"m2"}}"#
+        n.b.engine.clusterMessageCommitted(other)
+        await n.b.settle()
+        #expect(n.device.delivered.withLock { $0 }.map(\.message.appMessageID) == ["m1", "m2"])
+        // The same message announced again is still not handed over twice.
+        n.b.engine.clusterMessageCommitted(other)
+        n.b.engine.clusterMessageCommitted(first[0])
+        await n.b.settle()
+        #expect(n.device.ids.count == 2)
+    }
+
+    /// Issue 39, item 5: an offer replayed long after it was made (a sealed NOTIFY payload recorded and
+    /// sent again) is not handed over; a fresh one is.
+    @Test func anOutOfDateOfferIsNotHandedOver() async throws {
+        let n = try await nodes(delay: .seconds(3600))
+        n.toB.holdOffers.store(true, ordering: .relaxed)
+        n.a.engine.downstream(data("m1", to: n.token), senderID: "111") { _ in }
+        let offered = n.toB.heldOffers.withLock { $0 }
+        #expect(offered.count == 1)
+        let now = n.b.clock.nowMillis()
+        var replayed = offered[0]
+        replayed.enqueuedAt = now - 61_000  // over a minute ago (`Engine.offerFreshnessMillis`)
+        n.b.engine.clusterLiveOffered([replayed], from: "a")
+        #expect(n.device.ids.isEmpty)
+        n.toB.releaseHeldOffers()
+        #expect(n.device.ids == [offered[0].deviceMessageID])
     }
 
     @Test func aMessageForADeviceOnAnotherNodeIsOfferedAndItsWriteCalledOffByTheConfirmation() async throws {

@@ -150,10 +150,13 @@ final class FakeCluster: ClusterCoordinator {
     let confirmations = Locked<[String]>([])
     /// False: confirmations are recorded but lost on the way (the link and NOTIFY both failed).
     let deliverConfirmations = Atomic<Bool>(true)
+    /// The remainder of every id's microseconds this node mints (each node of a cluster has its own).
+    let messageIDSlot: Int
 
-    init(nodeID: String, partnerNode: String) {
+    init(nodeID: String, partnerNode: String, messageIDSlot: Int = 0) {
         self.nodeID = nodeID
         self.partnerNode = partnerNode
+        self.messageIDSlot = messageIDSlot
     }
 
     func start(events: any ClusterEvents) {}

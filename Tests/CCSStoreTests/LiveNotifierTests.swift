@@ -1,6 +1,7 @@
 import CCSStore
 import Locking
 import NIOCore
+import NIOEmbedded
 import NIOPosix
 import NIOSSL
 @testable import PostgresStore
@@ -10,7 +11,8 @@ import Testing
 /// read back line for line, and the offered message read by the same reader as `ccs_enqueue`'s.
 @Suite struct LiveNotifierTests {
     @Test func linesArePackedPerChannelAndHeaderUnderTheLimitAndReadBack() throws {
-        let line = String(repeating: "x", count: 3_000)
+        // Two fit a payload, three do not: a payload is packed to `plainLimit`, which sealed is under PostgreSQL's.
+        let line = String(repeating: "x", count: 2_500)
         let items: [LiveNotifier.Item] = [
             .init(channel: "ccs_node_b", header: .confirmation, line: "id-1"),
             .init(channel: "ccs_node_b", header: .offer(from: "a1"), line: line),
@@ -22,7 +24,7 @@ import Testing
         ]
         let (channels, payloads) = LiveNotifier.pack(items)
         #expect(channels == ["ccs_node_b", "ccs_node_b", "ccs_node_c", "ccs_node_b"])
-        #expect(payloads.allSatisfy { $0.utf8.count <= LiveNotifier.payloadLimit })
+        #expect(payloads.allSatisfy { $0.utf8.count <= LiveNotifier.plainLimit })
         let read = payloads.compactMap(LiveNotifier.Header.parse)
         #expect(read.count == 4)
         #expect(read[0].0 == .confirmation && read[0].1 == ["id-1", "id-2"])
@@ -32,6 +34,38 @@ import Testing
         // A token and a committed message's announcement are not live payloads.
         #expect(LiveNotifier.Header.parse("tok:APA91b") == nil)
         #expect(LiveNotifier.Header.parse("{\"token\":\"t\"}") == nil)
+    }
+
+    /// Issue 39, item 5: what a node takes from NOTIFY must come from a node. A payload sealed with the
+    /// cluster's key for this channel opens; one sealed for another channel, with another key, altered,
+    /// or not sealed at all does not, so an offer or a confirmation any role could NOTIFY is refused.
+    @Test func onlyPayloadsSealedWithTheClustersKeyForTheChannelAreTaken() throws {
+        let seal = NotifySeal(secret: "cluster secret")
+        let sealed = seal.seal("\nC\nid-1", channel: "ccs_node_b")
+        #expect(!sealed.contains("id-1"))
+        #expect(seal.open(sealed, channel: "ccs_node_b") == "\nC\nid-1")
+        #expect(seal.open(sealed, channel: "ccs_node_c") == nil)
+        #expect(NotifySeal(secret: "another").open(sealed, channel: "ccs_node_b") == nil)
+        var altered = Array(sealed.utf8)
+        altered[10] = altered[10] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        #expect(seal.open(String(decoding: altered, as: UTF8.self), channel: "ccs_node_b") == nil)
+        #expect(seal.open("!not base64", channel: "ccs_node_b") == nil)
+
+        func read(_ payload: String) -> NodeChannelNotice { NodeChannelNotice.read(payload, channel: "ccs_node_b", seal: seal) }
+        #expect(read(sealed) == .live(.confirmations(["id-1"])))
+        #expect(read("\nC\nid-1") == .refused)
+        #expect(read("\nL a\n" + LiveNotifier.line(NodeLinksTests.message)) == .refused)
+        #expect(read(LiveNotifier.line(NodeLinksTests.message)) == .refused)
+        #expect(read(seal.seal("\nC\nid-1", channel: "ccs_node_c")) == .refused)
+        #expect(read("cAbC-_:APA91bxyz") == .queueChanged(token: "cAbC-_:APA91bxyz"))
+        // Everything a node posts through NOTIFY goes sealed, and still under PostgreSQL's limit.
+        let line = LiveNotifier.line(NodeLinksTests.message)
+        let filler = String(repeating: "z", count: LiveNotifier.plainLimit - 16)
+        let (channels, payloads) = LiveNotifier.pack([.init(channel: "ccs_node_b", header: .offer(from: "a"), line: line),
+                                                      .init(channel: "ccs_node_b", header: .confirmation, line: filler)])
+        for (channel, payload) in zip(channels, payloads) {
+            #expect(seal.seal(payload, channel: channel).utf8.count <= LiveNotifier.payloadLimit)
+        }
     }
 
     @Test func anOfferedMessageIsReadLikeACommittedOnesAnnouncement() throws {
@@ -121,6 +155,51 @@ import Testing
         try await waitUntil { inbox.confirmations.last == "id-1" }
         #expect(inbox.offers == [Self.message])
         #expect(inbox.frames.withLock { $0 }.contains { if case .offers(let from, _) = $0 { from == "a" } else { false } })
+    }
+
+    /// Opens a plain TCP connection that sends nothing; returns its channel.
+    func silentConnection(to port: Int) async throws -> any Channel {
+        try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get()
+    }
+
+    /// Issue 39, item 8: a connection that never shows the secret is closed at the handshake deadline.
+    @Test(.timeLimit(.minutes(1))) func aSilentLinkIsClosedAtTheHandshakeDeadline() async throws {
+        let b = NodeLinks(group: MultiThreadedEventLoopGroup.singleton, nodeID: "b", logger: .init(label: "b"),
+                          handshakeTimeout: .milliseconds(200)) { _ in nil }
+        defer { b.close() }
+        let port = try b.listen(host: "127.0.0.1", port: 0)
+        let silent = try await silentConnection(to: port)
+        try await silent.closeFuture.get()
+    }
+
+    /// Issue 39, item 8: past the cap of links that have not shown the secret, a new one is closed at
+    /// once, while those within it stay open.
+    @Test(.timeLimit(.minutes(1))) func linksPastTheCapOfUnauthenticatedOnesAreClosedAtOnce() async throws {
+        let b = NodeLinks(group: MultiThreadedEventLoopGroup.singleton, nodeID: "b", logger: .init(label: "b"),
+                          handshakeTimeout: .hours(1), maxUnauthenticated: 2) { _ in nil }
+        defer { b.close() }
+        let port = try b.listen(host: "127.0.0.1", port: 0)
+        let first = try await silentConnection(to: port)
+        let second = try await silentConnection(to: port)
+        let third = try await silentConnection(to: port)
+        try await third.closeFuture.get()
+        #expect(first.isActive && second.isActive)
+        try await first.close()
+        try await second.close()
+    }
+
+    /// Issue 39, item 8: a link whose peer does not read is not written past its high-water mark:
+    /// what is posted meanwhile goes the caller's other way (NOTIFY), not into a buffer without end.
+    @Test func aLinkPastItsHighWaterMarkTakesNothingMoreUntilItDrains() throws {
+        let channel = EmbeddedChannel()
+        let link = NodeLinks.Link(node: "b", origin: "a", eventLoop: channel.eventLoop, logger: .init(label: "a"))
+        #expect(link.post(.confirmation("first")) == .connectFirst)
+        link.connected(channel, hello: "hello")
+        #expect(link.post(.confirmation("id-1")) == .sent)
+        channel.isWritable = false
+        #expect(link.post(.confirmation("id-2")) == .down)
+        channel.isWritable = true
+        #expect(link.post(.confirmation("id-3")) == .sent)
     }
 
     enum Intruder: CaseIterable {

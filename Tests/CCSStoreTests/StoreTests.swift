@@ -35,6 +35,26 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         #expect(try store.queueCounts() == ["t": 1, "u": 1])
     }
 
+    /// Two nodes that minted one id for one device (issue 39, item 4): the second write must fail, not
+    /// silently take the first one's place (its sender would be ACKed for a message that is gone), in a
+    /// batch of its own, with limits, and among other items (only its own item fails).
+    @Test(arguments: Backend.available) func aSecondMessageWithAStoredIdIsRefusedNotOverwritten(_ backend: Backend) throws {
+        let store = try temporaryStore(backend)
+        try store.apply([.enqueue(message("t", "same"), limits: nil)])
+        var other = message("t", "same")
+        other.appMessageID = "from-the-other-node"
+        #expect(throws: (any Error).self) { try store.apply([.enqueue(other, limits: nil)]) }
+        #expect(throws: (any Error).self) { try store.apply([.enqueue(other, limits: limits)]) }
+        let results = try store.applyIsolated([[.enqueue(message("u", "fine"), limits: limits)], [.enqueue(other, limits: limits)]])
+        #expect(results[0] == nil && results[1] != nil)
+        #expect(try store.queuedMessages(token: "t").map(\.appMessageID) == ["app-same"])
+        #expect(try store.queuedMessages(token: "u").map(\.deviceMessageID) == ["fine"])
+        // A notice of the store's own (a `deleted:` or `send_error:` id) is the same fact again: kept, once.
+        try store.apply([.enqueue(message("t", "deleted:1", kind: .deletedMessages), limits: nil)])
+        try store.apply([.enqueue(message("t", "deleted:1", kind: .deletedMessages), limits: nil)])
+        #expect(try store.queuedMessages(token: "t").map(\.deviceMessageID) == ["same", "deleted:1"])
+    }
+
     @Test(arguments: Backend.available) func sameCollapseKeyReplacesTheStoredMessage(_ backend: Backend) throws {
         let store = try temporaryStore(backend)
         try store.apply([.enqueue(message("t", "a", collapseKey: "k"), limits: nil)])
