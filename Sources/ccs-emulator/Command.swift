@@ -164,7 +164,7 @@ struct Serve: AsyncParsableCommand {
     var adminToken: String?
     @Option(help: "Seconds a connection may take to authenticate.")
     var authTimeout = 30
-    @Option(help: "Seconds an HTTP client may take to send a request head, and again its body; also an APNs TLS handshake (1 to 3600).")
+    @Option(help: "Seconds an HTTP client may take to send a request head, and again its body; also an APNs TLS handshake, and a cluster link's TLS handshake and secret (1 to 3600).")
     var requestTimeout = 30
     @Option(help: "Event-loop threads for the XMPP and HTTP listeners (default: half the cores, at least 1).")
     var threads: Int?
