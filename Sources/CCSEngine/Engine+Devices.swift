@@ -114,7 +114,9 @@ extension Engine {
                 case .failure(let error): return error
                 case .success(let planned): change = planned
                 }
-                let accepted = committer.trySubmit(change.ops, urgent: true) { [self] error in
+                // The completion takes this lock: the committer never runs it inside `submit`, also
+                // not once it has stopped (it then fails later, and the change is taken back then).
+                committer.submit(change.ops, urgent: true) { [self] error in
                     guard let error else {
                         cont.resume(returning: .success(change.value))
                         return
@@ -123,9 +125,7 @@ extension Engine {
                     state.withLock { change.undo(&$0) }
                     cont.resume(returning: .failure(storeFailure("\(error)")))
                 }
-                if accepted { return nil }
-                change.undo(&s)
-                return storeFailure("\(StoreStopped())")
+                return nil
             }
             if let refusal { cont.resume(returning: .failure(refusal)) }
         }

@@ -1,0 +1,49 @@
+@testable import CCSEngine
+import CCSProtocol
+import CCSStore
+import Foundation
+import Locking
+import Synchronization
+import Testing
+
+/// The delivery promise where the engine could break it (issue 39): completions that re-entered its
+/// lock once the writer stopped, a failed backlog read taken as an empty queue, and a device channel
+/// without a window.
+@Suite struct DeliveryPromiseTests {
+    func sendGroup(_ h: Harness, _ key: String, _ id: String) async -> [SendResult] {
+        await withCheckedContinuation { c in
+            h.engine.send(SendRequest(sender: "111", target: .token(key), message: Message(messageID: id, data: ["id": id]))) {
+                c.resume(returning: $0)
+            }
+        }
+    }
+
+    // MARK: a stopped writer (item 10)
+
+    /// The last member's write is refused by the stopped writer; the answer it completes prunes the
+    /// dead member under the engine's lock, which the write's submission held.
+    @Test func aGroupSendWithADeadMemberAfterTheWriterStoppedIsAnswered() async throws {
+        let h = try Harness()
+        let dead = try await h.register(), alive = try await h.register()
+        let key = try await h.engine.manageDeviceGroup(sender: "111", .create(name: "g", tokens: [dead.token, alive.token]))
+        try await h.engine.uninstall(token: dead.token)
+        h.engine.committer.shutdownBlocking()
+        let results = await sendGroup(h, key, "m1")
+        guard case .group(let outcome)? = results.first else { Issue.record("no group answer: \(results)"); return }
+        #expect(outcome.success == 0)
+        #expect(outcome.failed.map(\.error) == [.unregistered(token: dead.token), .unavailable])
+    }
+
+    /// An app server's ACK in a cluster submits the removal inside the engine's lock, with a
+    /// completion that takes it.
+    @Test func anAppServerAckInAClusterAfterTheWriterStoppedReturns() async throws {
+        let h = try Harness(cluster: FakeCluster(nodeID: "a", partnerNode: "b"))
+        let d = try await h.register()
+        let server = h.appServer(id: "c1")
+        #expect(await h.upstream(d.token, ["message_id": "u1", "to": "111@gcm.googleapis.com"]) == .sent(messageID: "u1"))
+        try await h.waitUntil { server.ids == ["u1"] }
+        h.engine.committer.shutdownBlocking()
+        h.engine.appServerAcknowledged(connectionID: "c1", messageID: "u1")
+        #expect(h.engine.outbound().isEmpty)
+    }
+}
