@@ -178,13 +178,13 @@ extension Engine {
 
     /// Reads the queue (after every write submitted so far) and hands over what the device may take
     /// and does not hold yet. Marks the connection loaded, so later commits are handed over directly.
-    func deliverBacklog(token: String, link: any DeviceLink) {
+    /// A read that fails is never taken as an empty queue (`backlogReadFailed`).
+    func deliverBacklog(token: String, link: any DeviceLink, attempt: Int = 1) {
         committer.afterPendingWrites { [self] in
             let now = clock.nowMillis()
             let stored: [QueuedMessage]
             do { stored = try store.queuedMessages(token: token) } catch {
-                logger.error("reading the queue failed", metadata: ["token": "\(token)", "error": "\(error)"])
-                stored = []
+                return backlogReadFailed(token: token, link: link, attempt: attempt, error: error)
             }
             let sends = state.withLock { s -> [Send] in
                 guard s.sessions.online[token]?.link === link else { return [] }
@@ -197,6 +197,28 @@ extension Engine {
             }
             perform(sends)
         }
+    }
+
+    /// Reads of a device's queue made before its connection is closed instead (`backlogReadFailed`).
+    static let backlogReadAttempts = 3
+
+    /// A failed read is not "nothing stored": taken so, the connection was marked loaded and the device
+    /// got its queue only on its next connection, and Apple's store-and-forward collapse was skipped
+    /// (the queue was believed to hold no notification). It is read again, behind what is pending;
+    /// after `backlogReadAttempts` the connection is closed, so that the device connects again and
+    /// its next bind reads the queue anew. Until a read succeeds nothing is handed over on it (a
+    /// message sent meanwhile is stored), so nothing goes ahead of what the queue holds.
+    private func backlogReadFailed(token: String, link: any DeviceLink, attempt: Int, error: any Error) {
+        let current = state.withLock { $0.sessions.online[token]?.link === link }
+        guard current else { return }
+        if attempt < Self.backlogReadAttempts {
+            logger.warning("reading the queue failed; reading it again",
+                           metadata: ["token": "\(token)", "attempt": "\(attempt)", "error": "\(error)"])
+            return deliverBacklog(token: token, link: link, attempt: attempt + 1)
+        }
+        logger.error("reading the queue failed; closing the connection so that the device connects again",
+                     metadata: ["token": "\(token)", "error": "\(error)"])
+        link.close()
     }
 
     /// Gives committed messages to the device's connection, if it is online, has its backlog, and may

@@ -46,4 +46,26 @@ import Testing
         h.engine.appServerAcknowledged(connectionID: "c1", messageID: "u1")
         #expect(h.engine.outbound().isEmpty)
     }
+
+    // MARK: the backlog read (item 11)
+
+    /// A read that fails is not "nothing stored": the connection is not marked loaded (a message
+    /// sent meanwhile is stored, not handed over ahead of the stored one), and it is closed so that
+    /// the device connects again and gets its whole queue.
+    @Test func aFailedBacklogReadIsNeverTakenAsAnEmptyQueue() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        #expect(await h.send(data("stored", to: d.token)) == .ack(from: d.token))
+        h.engine.store.injectReadFailures(true)
+        let first = FakeDevice()
+        h.engine.deviceConnected(token: d.token, link: first)
+        await h.settle()
+        #expect(await h.send(data("later", to: d.token)) == .ack(from: d.token))
+        #expect(first.ids.isEmpty)
+        try await h.waitUntil { first.closed.load(ordering: .relaxed) }
+        h.engine.store.injectReadFailures(false)
+        h.engine.deviceDisconnected(token: d.token, link: first)
+        let again = await h.connect(d.token)
+        #expect(again.payloads.map { $0["data"]?["id"] } == [.string("stored"), .string("later")])
+    }
 }
