@@ -42,8 +42,16 @@ extension Engine {
         var platform: Platform?
         /// False until the queue as of connection time has been read and handed over.
         var loaded = false
-        /// Written to this connection and not yet ACKed by the device.
+        /// Written to this connection and not yet ACKed by the device: at most the window
+        /// (`Configuration.deviceWindow`), so that a device that reads and never ACKs holds a bounded
+        /// number of messages (with their payloads) in memory; the rest wait in the store.
         var inFlight: [String: InFlightDownstream] = [:]
+        /// The window kept a message back: the store may hold messages not on this connection that
+        /// it would take now. Until a backlog read hands them over (in the queue's order), no message
+        /// goes to the connection by another way, so none overtakes them.
+        var heldBack = false
+        /// A backlog read to refill the window is on its way (one at a time).
+        var refilling = false
         /// The newest messages the device ACKed on this connection: a queue read before their removal
         /// commits, or another node's announcement of one, must not hand them over again.
         var confirmed = RecentIDs(capacity: Engine.confirmationsKept)
@@ -53,6 +61,15 @@ extension Engine {
         /// Whether the store may hold an APNs notification of this device that is not on this
         /// connection (Apple's store-and-forward collapse would have to remove it).
         var apnsStored = APNsStoredKnowledge.unknown
+
+        /// After a confirmation: whether the window, having kept messages back, has emptied to half
+        /// (one read refills it for many confirmations, not one read per confirmation). True marks
+        /// the read as on its way.
+        mutating func startsRefill(window: Int) -> Bool {
+            guard heldBack, loaded, !refilling, inFlight.count <= window / 2 else { return false }
+            refilling = true
+            return true
+        }
     }
 
     /// What this node knows of a connected device's stored APNs notifications (`Engine.needsCollapse`).

@@ -167,7 +167,8 @@ extension Engine {
                     }
                     return .live(sends)
                 }
-                // It went offline (or to sleep) in between: store it like any other message.
+                // It went offline (or to sleep) in between, or its window is full (or holds messages
+                // back in the store): store it like any other message, behind those.
                 if message.timeToLive == 0 { return .dropped }
             }
             if queued.kind == .apnsNotification { s.sessions.online[to]?.apnsStored = .mayHold }

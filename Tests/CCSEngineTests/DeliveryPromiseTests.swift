@@ -68,4 +68,37 @@ import Testing
         let again = await h.connect(d.token)
         #expect(again.payloads.map { $0["data"]?["id"] } == [.string("stored"), .string("later")])
     }
+
+    // MARK: the device window (item 12)
+
+    /// A device that reads and never ACKs: 100,000 messages to it hold at most the window (100 by
+    /// default) in memory; the rest wait in the store under its rules (the 100-message limit and
+    /// its `deleted_messages` notice).
+    @Test func aDeviceThatNeverAcksHoldsAtMostTheWindowThrough100000Sends() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        let device = await h.connect(d.token)
+        let window = 100
+        let total = 100_000, chunk = 5_000
+        for start in stride(from: 0, to: total, by: chunk) {
+            await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
+                let left = Atomic<Int>(chunk)
+                for i in start..<(start + chunk) {
+                    h.engine.downstream(data("m\(i)", to: d.token), senderID: "111") { _ in
+                        if left.subtract(1, ordering: .relaxed).newValue == 0 { cont.resume() }
+                    }
+                }
+            }
+            try #require(h.engine.handedOverUnacknowledged(token: d.token) <= window)
+            try #require(device.ids.count <= window)
+            try #require(try h.queue(d.token).count <= 101)
+        }
+        #expect(device.ids.count == window)
+        // ACKed, the window takes what the store kept: the notice of what the limit discarded first.
+        for id in device.ids { h.engine.deviceAcknowledged(token: d.token, deviceMessageID: id) }
+        try await h.waitUntil(seconds: 30) {
+            device.payloads.contains { $0["message_type"] == .string("deleted_messages") }
+        }
+        #expect(h.engine.handedOverUnacknowledged(token: d.token) <= window)
+    }
 }
