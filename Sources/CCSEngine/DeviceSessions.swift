@@ -62,6 +62,15 @@ extension Engine {
         /// connection (Apple's store-and-forward collapse would have to remove it).
         var apnsStored = APNsStoredKnowledge.unknown
 
+        /// The messages without a collapse key this connection holds unconfirmed that its node stores
+        /// (not those another node offered): at most the window. They are in the device's queue, and
+        /// the queue's limit of 100 such messages is on what waits besides them (`Engine.send`).
+        var heldNonCollapsible: Int {
+            inFlight.values.reduce(0) { n, e in
+                n + (e.message.kind == .message && e.message.collapseKey == nil && e.offeredBy == nil ? 1 : 0)
+            }
+        }
+
         /// After a confirmation: whether the window, having kept messages back, has emptied to half
         /// (one read refills it for many confirmations, not one read per confirmation). True marks
         /// the read as on its way.

@@ -72,8 +72,22 @@ import Testing
     // MARK: the device window (item 12)
 
     /// A device that reads and never ACKs: 100,000 messages to it hold at most the window (100 by
-    /// default) in memory; the rest wait in the store under its rules (the 100-message limit and
-    /// its `deleted_messages` notice).
+    /// default) in memory; the rest wait in the store under its rules (the 100-message limit, on
+    /// what waits besides the window, and its `deleted_messages` notice).
+    /// A device slow to ACK loses nothing to the 100-message limit while what waits fits it: the
+    /// rows of its full window are not counted against it.
+    @Test func aFullWindowDoesNotCountAgainstTheStoredLimit() async throws {
+        let h = try Harness()
+        let d = try await h.register()
+        let device = await h.connect(d.token)
+        for i in 0..<150 { #expect(await h.send(data("m\(i)", to: d.token)) == .ack(from: d.token)) }
+        #expect(device.ids.count == 100)
+        #expect(try h.queue(d.token).count == 150)
+        for id in device.ids { h.engine.deviceAcknowledged(token: d.token, deviceMessageID: id) }
+        try await h.waitUntil { device.ids.count == 150 }
+        #expect(device.payloads.map { $0["data"]?["id"] } == (0..<150).map { .string("m\($0)") })
+    }
+
     @Test func aDeviceThatNeverAcksHoldsAtMostTheWindowThrough100000Sends() async throws {
         let h = try Harness()
         let d = try await h.register()
@@ -91,7 +105,8 @@ import Testing
             }
             try #require(h.engine.handedOverUnacknowledged(token: d.token) <= window)
             try #require(device.ids.count <= window)
-            try #require(try h.queue(d.token).count <= 101)
+            // The window's rows, at most 100 more waiting, and the notice.
+            try #require(try h.queue(d.token).count <= window + 100 + 1)
         }
         #expect(device.ids.count == window)
         // ACKed, the window takes what the store kept: the notice of what the limit discarded first.
