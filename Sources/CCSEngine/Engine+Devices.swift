@@ -269,7 +269,7 @@ extension Engine {
             let id = m.deviceMessageID
             if let onConnection = s.sessions.online.values[at].inFlight[id] {
                 // Offered by another node and written there after all: its confirmation now removes it here.
-                if written && onConnection.offeredBy != nil { s.sessions.online.values[at].inFlight[id]?.offeredBy = nil }
+                if written && onConnection.offeredBy != nil { s.sessions.online.values[at].markWritten(id) }
                 continue
             }
             if s.sessions.online.values[at].confirmed.contains(id) {
@@ -286,7 +286,7 @@ extension Engine {
             }
             room -= 1
             let d = DeviceDelivery(message: m, toTray: m.kind == .message && m.isNotification && !deviceState.foreground)
-            s.sessions.online.values[at].inFlight[id] = InFlightDownstream(message: m, toTray: d.toTray, early: early, offeredBy: offeredBy)
+            s.sessions.online.values[at].hold(InFlightDownstream(message: m, toTray: d.toTray, early: early, offeredBy: offeredBy), id: id)
             deliveries.append(d)
         }
         if !removals.isEmpty { committer.submit(removals) }
@@ -366,7 +366,7 @@ extension Engine {
         // One critical section and one lookup of the online entry (changed in place through its index).
         let found: (InFlightDownstream, app: String?, apnsToken: String?, calledOff: Bool, refill: (any DeviceLink)?)? = state.withLock { s in
             guard let at = s.sessions.online.index(forKey: token),
-                  let entry = s.sessions.online.values[at].inFlight.removeValue(forKey: deviceMessageID) else { return nil }
+                  let entry = s.sessions.online.values[at].release(deviceMessageID) else { return nil }
             let refill = s.sessions.online.values[at].startsRefill(window: configuration.deviceWindow)
                 ? s.sessions.online.values[at].link : nil
             // Confirmed before its write was taken: the write is called off, here, so that it is known

@@ -176,7 +176,7 @@ extension Engine {
             // The 100-message limit is on what waits, not on what the device's connection holds: a
             // connected device whose window is full would otherwise lose its messages as soon as
             // one more came (the rows of its window count in the store).
-            if queued.collapseKey == nil, let online = s.sessions.online[to] { stored.maxNonCollapsible += online.heldNonCollapsible }
+            if queued.collapseKey == nil { stored.maxNonCollapsible += s.sessions.online[to]?.heldNonCollapsible ?? 0 }
             committer.submit(.enqueue(queued, limits: stored)) { [self] error in
                 if error == nil {
                     journal(.stored, queued)
