@@ -74,6 +74,27 @@ import Testing
     /// A device that reads and never ACKs: 100,000 messages to it hold at most the window (100 by
     /// default) in memory; the rest wait in the store under its rules (the 100-message limit, on
     /// what waits besides the window, and its `deleted_messages` notice).
+    /// Past the window messages wait in the store, and nothing overtakes them: a message sent while
+    /// the window holds some back is stored behind them, and each refill hands them over in order.
+    @Test func whatTheWindowHoldsBackGoesOutInOrderAsTheDeviceAcks() async throws {
+        var configuration = Engine.Configuration()
+        configuration.deviceWindow = 2
+        let h = try Harness(configuration: configuration)
+        let d = try await h.register()
+        let device = await h.connect(d.token)
+        for i in 0..<4 { #expect(await h.send(data("m\(i)", to: d.token)) == .ack(from: d.token)) }
+        #expect(device.ids.count == 2)
+        h.engine.deviceAcknowledged(token: d.token, deviceMessageID: device.ids[0])
+        try await h.waitUntil { device.ids.count == 3 }
+        #expect(await h.send(data("m4", to: d.token)) == .ack(from: d.token))
+        await h.settle()
+        #expect(device.ids.count == 3)
+        #expect(h.engine.handedOverUnacknowledged(token: d.token) == 2)
+        for id in device.ids[1...2] { h.engine.deviceAcknowledged(token: d.token, deviceMessageID: id) }
+        try await h.waitUntil { device.ids.count == 5 }
+        #expect(device.payloads.map { $0["data"]?["id"] } == (0..<5).map { .string("m\($0)") })
+    }
+
     /// A device slow to ACK loses nothing to the 100-message limit while what waits fits it: the
     /// rows of its full window are not counted against it.
     @Test func aFullWindowDoesNotCountAgainstTheStoredLimit() async throws {
