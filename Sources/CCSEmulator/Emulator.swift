@@ -74,6 +74,8 @@ public struct EmulatorConfiguration: Sendable {
     public var eventLoopThreads = max(1, System.coreCount / 2)
     /// Upstream/receipt window per app-server connection, ACK timeout, connection cap per sender.
     public var maxUnackedOutbound = 100
+    /// Messages handed to one device connection and not yet ACKed, at most (`--device-window`).
+    public var deviceWindow = Engine.Configuration.defaultDeviceWindow
     public var ackTimeoutMillis: Int64 = 60_000
     public var maxConnectionsPerSender = 1000
     /// An HTTP client's time to send a request head, and again its body; also a TLS handshake on the
@@ -278,6 +280,7 @@ public final class Emulator: Sendable {
                                                        ackTimeoutMillis: config.ackTimeoutMillis,
                                                        maxConnectionsPerSender: config.maxConnectionsPerSender)
         engineConfiguration.auditEnabled = config.audit
+        engineConfiguration.deviceWindow = config.deviceWindow
         engineConfiguration.deviceMessageRate = config.deviceMessageRate
         engineConfiguration.projectMessageRate = config.projectMessageRate
         engineConfiguration.topicMessageRate = config.topicMessageRate

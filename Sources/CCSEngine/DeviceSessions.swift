@@ -40,10 +40,30 @@ extension Engine {
         let link: any DeviceLink
         /// The device's platform (fixed for a registration), kept here for the hand-over path.
         var platform: Platform?
+
+        init(link: any DeviceLink, platform: Platform?) {
+            self.link = link
+            self.platform = platform
+        }
+
         /// False until the queue as of connection time has been read and handed over.
         var loaded = false
-        /// Written to this connection and not yet ACKed by the device.
-        var inFlight: [String: InFlightDownstream] = [:]
+        /// Written to this connection and not yet ACKed by the device: at most the window
+        /// (`Configuration.deviceWindow`), so that a device that reads and never ACKs holds a bounded
+        /// number of messages (with their payloads) in memory; the rest wait in the store.
+        /// Changed only through `hold` and `release`, which keep `heldNonCollapsible` with it.
+        private(set) var inFlight: [String: InFlightDownstream] = [:]
+        /// How many of `inFlight` are messages without a collapse key: they are in the device's queue,
+        /// and its limit of 100 such messages is on what waits besides them (`Engine.send`). Kept
+        /// with the map, not counted per stored message (that was the window's length under the lock
+        /// for every message to a device whose window is full).
+        private(set) var heldNonCollapsible = 0
+        /// The window kept a message back: the store may hold messages not on this connection that
+        /// it would take now. Until a backlog read hands them over (in the queue's order), no message
+        /// goes to the connection by another way, so none overtakes them.
+        var heldBack = false
+        /// A backlog read to refill the window is on its way (one at a time).
+        var refilling = false
         /// The newest messages the device ACKed on this connection: a queue read before their removal
         /// commits, or another node's announcement of one, must not hand them over again.
         var confirmed = RecentMap<MessageIdentity>(capacity: Engine.confirmationsKept)
@@ -53,6 +73,33 @@ extension Engine {
         /// Whether the store may hold an APNs notification of this device that is not on this
         /// connection (Apple's store-and-forward collapse would have to remove it).
         var apnsStored = APNsStoredKnowledge.unknown
+
+        mutating func hold(_ entry: InFlightDownstream, id: String) {
+            if let replaced = inFlight.updateValue(entry, forKey: id), Self.counts(replaced) { heldNonCollapsible -= 1 }
+            if Self.counts(entry) { heldNonCollapsible += 1 }
+        }
+
+        mutating func release(_ id: String) -> InFlightDownstream? {
+            guard let entry = inFlight.removeValue(forKey: id) else { return nil }
+            if Self.counts(entry) { heldNonCollapsible -= 1 }
+            return entry
+        }
+
+        /// Offered by another node and known written since: its confirmation removes it here.
+        mutating func markWritten(_ id: String) { inFlight[id]?.offeredBy = nil }
+
+        private static func counts(_ e: InFlightDownstream) -> Bool {
+            e.message.kind == .message && e.message.collapseKey == nil
+        }
+
+        /// After a confirmation: whether the window, having kept messages back, has emptied to half
+        /// (one read refills it for many confirmations, not one read per confirmation). True marks
+        /// the read as on its way.
+        mutating func startsRefill(window: Int) -> Bool {
+            guard heldBack, loaded, !refilling, inFlight.count <= window / 2 else { return false }
+            refilling = true
+            return true
+        }
     }
 
     /// What this node knows of a connected device's stored APNs notifications (`Engine.needsCollapse`).

@@ -21,7 +21,8 @@ extension Engine: ClusterEvents {
 
     /// Another node's messages for devices connected here, before their write: handed over like a
     /// live delivery; the device's confirmation goes back to that node. What this node would not hand
-    /// over now (the device left, sleeps, or its app went to the background) is left to the write.
+    /// over now (the device left, sleeps, its app went to the background, or its window is full) is
+    /// left to the write.
     public func clusterLiveOffered(_ messages: [QueuedMessage], from node: String) {
         var order: [String] = []
         var byToken: [String: [QueuedMessage]] = [:]

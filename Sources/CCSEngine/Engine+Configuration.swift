@@ -10,6 +10,13 @@ extension Engine {
         public var maxStoredNonCollapsible: Int
         /// Unacknowledged upstream messages and receipts per app-server connection.
         public var maxUnackedOutbound: Int
+        /// The device channel's window: messages handed to one device connection and not yet ACKed,
+        /// at most (`serve --device-window`). Past it, messages wait in the device's queue under the
+        /// store's rules and go out as the device ACKs (docs/device-protocol.md).
+        public var deviceWindow = Self.defaultDeviceWindow
+        public static let defaultDeviceWindow = 100
+        /// The range `serve --device-window` accepts.
+        public static let deviceWindowRange = 1...10_000
         /// Unacknowledged outbound messages are sent again after this long.
         public var ackTimeoutMillis: Int64
         /// Upstream messages a device may have waiting for app servers.

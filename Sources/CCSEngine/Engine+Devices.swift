@@ -114,7 +114,9 @@ extension Engine {
                 case .failure(let error): return error
                 case .success(let planned): change = planned
                 }
-                let accepted = committer.trySubmit(change.ops, urgent: true) { [self] error in
+                // The completion takes this lock: the committer never runs it inside `submit`, also
+                // not once it has stopped (it then fails later, and the change is taken back then).
+                committer.submit(change.ops, urgent: true) { [self] error in
                     guard let error else {
                         cont.resume(returning: .success(change.value))
                         return
@@ -123,9 +125,7 @@ extension Engine {
                     state.withLock { change.undo(&$0) }
                     cont.resume(returning: .failure(storeFailure("\(error)")))
                 }
-                if accepted { return nil }
-                change.undo(&s)
-                return storeFailure("\(StoreStopped())")
+                return nil
             }
             if let refusal { cont.resume(returning: .failure(refusal)) }
         }
@@ -177,26 +177,54 @@ extension Engine {
     }
 
     /// Reads the queue (after every write submitted so far) and hands over what the device may take
-    /// and does not hold yet. Marks the connection loaded, so later commits are handed over directly.
-    func deliverBacklog(token: String, link: any DeviceLink) {
+    /// and does not hold yet, as far as its window allows. Marks the connection loaded, so later
+    /// commits are handed over directly. A read that fails is never taken as an empty queue
+    /// (`backlogReadFailed`).
+    func deliverBacklog(token: String, link: any DeviceLink, attempt: Int = 1) {
         committer.afterPendingWrites { [self] in
             let now = clock.nowMillis()
             let stored: [QueuedMessage]
             do { stored = try store.queuedMessages(token: token) } catch {
-                logger.error("reading the queue failed", metadata: ["token": "\(token)", "error": "\(error)"])
-                stored = []
+                return backlogReadFailed(token: token, link: link, attempt: attempt, error: error)
             }
             let sends = state.withLock { s -> [Send] in
                 guard s.sessions.online[token]?.link === link else { return [] }
                 s.sessions.online[token]?.loaded = true
+                s.sessions.online[token]?.refilling = false
                 if s.sessions.online[token]?.apnsStored == .unknown {
                     s.sessions.online[token]?.apnsStored = stored.contains { $0.kind == .apnsNotification } ? .mayHold : .holdsNone
                 }
                 let unheld = stored.filter { $0.expiresAt > now }
-                return take(unheld, token: token, &s)
+                return take(unheld, token: token, fromBacklog: true, &s)
             }
             perform(sends)
         }
+    }
+
+    /// Reads of a device's queue made before its connection is closed instead (`backlogReadFailed`).
+    static let backlogReadAttempts = 3
+
+    /// A failed read is not "nothing stored": taken so, the connection was marked loaded and the device
+    /// got its queue only on its next connection, and Apple's store-and-forward collapse was skipped
+    /// (the queue was believed to hold no notification). It is read again, behind what is pending;
+    /// after `backlogReadAttempts` the connection is closed, so that the device connects again and
+    /// its next bind reads the queue anew. Until a read succeeds nothing is handed over on it (a
+    /// message sent meanwhile is stored), so nothing goes ahead of what the queue holds.
+    private func backlogReadFailed(token: String, link: any DeviceLink, attempt: Int, error: any Error) {
+        let current = state.withLock { s -> Bool in
+            guard s.sessions.online[token]?.link === link else { return false }
+            s.sessions.online[token]?.refilling = false
+            return true
+        }
+        guard current else { return }
+        if attempt < Self.backlogReadAttempts {
+            logger.warning("reading the queue failed; reading it again",
+                           metadata: ["token": "\(token)", "attempt": "\(attempt)", "error": "\(error)"])
+            return deliverBacklog(token: token, link: link, attempt: attempt + 1)
+        }
+        logger.error("reading the queue failed; closing the connection so that the device connects again",
+                     metadata: ["token": "\(token)", "error": "\(error)"])
+        link.close()
     }
 
     /// Gives committed messages to the device's connection, if it is online, has its backlog, and may
@@ -209,20 +237,30 @@ extension Engine {
         perform(sends)
     }
 
-    /// The messages the device's state admits now become in-flight on its connection; the rest wait.
+    /// The messages the device's state admits now become in-flight on its connection, as many as its
+    /// window has room for; the rest wait (in the store: a message handed over live that does not fit
+    /// is stored by its caller, one offered by another node is left to its write there).
     /// A notification for an app in the background goes to the system's tray, not to the app.
     /// `offeredBy`: another node offered them before writing them. Without it and `early`, they are
     /// written (read from the store, or their commit announced).
+    /// `fromBacklog`: they are the queue as read from the store. Once the window kept something back,
+    /// only such a read hands anything over (`OnlineDevice.heldBack`), so nothing overtakes it.
     func take(_ messages: [QueuedMessage], token: String, early: EarlyDelivery? = nil, offeredBy: String? = nil,
-              _ s: inout State) -> [Send] {
+              fromBacklog: Bool = false, _ s: inout State) -> [Send] {
         // The entry is found once (a token hashed per lookup was a tenth of this function) and changed
         // in place through its index: holding a copy of the whole `OnlineDevice` would make its
         // in-flight map shared and copy it on the write.
         guard let at = s.sessions.online.index(forKey: token) else { return [] }
+        if fromBacklog {
+            s.sessions.online.values[at].heldBack = false
+        } else if s.sessions.online.values[at].heldBack {
+            return []
+        }
         let link = s.sessions.online.values[at].link
         let platform = s.sessions.online.values[at].platform
         let deviceState = s.registry.deviceStates[token] ?? DeviceState()
         let written = early == nil && offeredBy == nil
+        var room = configuration.deviceWindow - s.sessions.online.values[at].inFlight.count
         var deliveries: [DeviceDelivery] = []
         var removals: [StoreOp] = []
         // A message already on this connection, or confirmed on it, is not handed over again (a backlog
@@ -231,7 +269,7 @@ extension Engine {
             let id = m.deviceMessageID
             if let onConnection = s.sessions.online.values[at].inFlight[id] {
                 // Offered by another node and written there after all: its confirmation now removes it here.
-                if written && onConnection.offeredBy != nil { s.sessions.online.values[at].inFlight[id]?.offeredBy = nil }
+                if written && onConnection.offeredBy != nil { s.sessions.online.values[at].markWritten(id) }
                 continue
             }
             let identity = MessageIdentity(m)
@@ -242,8 +280,14 @@ extension Engine {
                 }
                 continue
             }
+            // The window is full: this one and everything after it wait for the device's ACKs.
+            guard room > 0 else {
+                s.sessions.online.values[at].heldBack = true
+                break
+            }
+            room -= 1
             let d = DeviceDelivery(message: m, toTray: m.kind == .message && m.isNotification && !deviceState.foreground)
-            s.sessions.online.values[at].inFlight[id] = InFlightDownstream(message: m, toTray: d.toTray, early: early, offeredBy: offeredBy)
+            s.sessions.online.values[at].hold(InFlightDownstream(message: m, toTray: d.toTray, early: early, offeredBy: offeredBy), id: id)
             deliveries.append(d)
         }
         if !removals.isEmpty { committer.submit(removals) }
@@ -321,9 +365,11 @@ extension Engine {
     func deviceAcknowledgedNow(token: String, deviceMessageID: String) {
         let now = clock.nowMillis()
         // One critical section and one lookup of the online entry (changed in place through its index).
-        let found: (InFlightDownstream, app: String?, apnsToken: String?, calledOff: Bool)? = state.withLock { s in
+        let found: (InFlightDownstream, app: String?, apnsToken: String?, calledOff: Bool, refill: (any DeviceLink)?)? = state.withLock { s in
             guard let at = s.sessions.online.index(forKey: token),
-                  let entry = s.sessions.online.values[at].inFlight.removeValue(forKey: deviceMessageID) else { return nil }
+                  let entry = s.sessions.online.values[at].release(deviceMessageID) else { return nil }
+            let refill = s.sessions.online.values[at].startsRefill(window: configuration.deviceWindow)
+                ? s.sessions.online.values[at].link : nil
             // Confirmed before its write was taken: the write is called off, here, so that it is known
             // now that the store never holds the message. Not for a notification bound for the tray
             // and a message with a receipt, whose removal must commit together with the tray entry or
@@ -338,9 +384,11 @@ extension Engine {
             if entry.offeredBy != nil { s.sessions.online.values[at].confirmedOffers.insert(deviceMessageID, identity) }
             let needsDevice = entry.message.deliveryReceiptRequested || entry.message.kind == .apnsNotification
             let device = needsDevice ? s.registry.devices[token] : nil
-            return (entry, entry.message.deliveryReceiptRequested ? device?.app : nil, device?.apnsToken, calledOff)
+            return (entry, entry.message.deliveryReceiptRequested ? device?.app : nil, device?.apnsToken, calledOff, refill)
         }
-        guard let (entry, app, apnsToken, calledOff) = found else { return }
+        guard let (entry, app, apnsToken, calledOff, refill) = found else { return }
+        // After this confirmation's removal is submitted: the read then no longer finds it.
+        defer { if let refill { deliverBacklog(token: token, link: refill) } }
         let m = entry.message
         journal(.deviceAcked, m, token: token)
         metrics?.deviceAcks.increment()

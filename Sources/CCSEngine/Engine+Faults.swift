@@ -35,14 +35,14 @@ extension Engine {
                     faults.removeAll()
                     for rule in before { faults.put(rule) }
                 }
-                let accepted = committer.trySubmit([op], urgent: true) { error in
+                // Never run inside `submit` (a stopped committer fails it later): `undo` then runs
+                // outside this lock, after the change it takes back.
+                committer.submit([op], urgent: true) { error in
                     guard let error else { return cont.resume(returning: .success(true)) }
                     undo()
                     cont.resume(returning: .failure(.storeFailure("\(error)")))
                 }
-                if accepted { return nil }
-                undo()
-                return .failure(.storeFailure("\(StoreStopped())"))
+                return nil
             }
             if let immediate { cont.resume(returning: immediate) }
         }

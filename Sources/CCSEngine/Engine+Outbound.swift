@@ -126,8 +126,8 @@ extension Engine {
         }
         guard let sends else { return false }
         // Submitted before the app server can see the message (so before its ACK, and before the
-        // removal that an ACK after the write submits), and outside the lock: a stopped committer runs
-        // the completion at once, and the completion takes the lock.
+        // removal that an ACK after the write submits). Its completion takes the lock; the committer
+        // never runs a completion inside `submit`, even once stopped.
         committer.submit([.addOutbound(record)], ticket: ticket) { [self] error in
             state.withLock { s in
                 if s.outbound.liveUpstream[key]?.ticket === ticket { s.outbound.liveUpstream[key] = nil }

@@ -167,11 +167,17 @@ extension Engine {
                     }
                     return .live(sends)
                 }
-                // It went offline (or to sleep) in between: store it like any other message.
+                // It went offline (or to sleep) in between, or its window is full (or holds messages
+                // back in the store): store it like any other message, behind those.
                 if message.timeToLive == 0 { return .dropped }
             }
             if queued.kind == .apnsNotification { s.sessions.online[to]?.apnsStored = .mayHold }
-            committer.submit(.enqueue(queued, limits: limits ?? storageLimits(token: to, senderID: senderID, now: now))) { [self] error in
+            var stored = limits ?? storageLimits(token: to, senderID: senderID, now: now)
+            // The 100-message limit is on what waits, not on what the device's connection holds: a
+            // connected device whose window is full would otherwise lose its messages as soon as
+            // one more came (the rows of its window count in the store).
+            if queued.collapseKey == nil { stored.maxNonCollapsible += s.sessions.online[to]?.heldNonCollapsible ?? 0 }
+            committer.submit(.enqueue(queued, limits: stored)) { [self] error in
                 if error == nil {
                     journal(.stored, queued)
                     handOver([queued], to: to)

@@ -115,6 +115,9 @@ public final class GroupCommitter: Sendable {
     /// completion never runs.
     /// `urgent`: a caller waits for this commit (an admin request, a registration); cancellable writes
     /// queued before it are then written at once instead of after their delay.
+    /// A completion never runs inside this call, on the submitting thread: once the committer has
+    /// stopped, it runs later with `StoreStopped`, on a thread of the committer's (`refusals`). So a
+    /// caller may submit inside a critical section whose lock its completion takes.
     public func submit(_ ops: [StoreOp], ticket: WriteTicket? = nil, urgent: Bool = false,
                        completion: Completion? = nil) {
         guard let ticket else {
@@ -131,19 +134,12 @@ public final class GroupCommitter: Sendable {
                 orElse: { if let held = ticket.take() { held.completion?(StoreStopped()) } })
     }
 
-    /// `submit` for callers that hold a lock the completion takes: when the committer has stopped it
-    /// returns false and never runs `completion` (where `submit` would run it at once, on this thread).
-    public func trySubmit(_ ops: [StoreOp], urgent: Bool = false, completion: @escaping Completion) -> Bool {
-        var accepted = true
-        enqueue(.write(ops, completion, nil, at: 0, urgent: urgent), orElse: { accepted = false })
-        return accepted
-    }
-
     public func submit(_ op: StoreOp, completion: Completion? = nil) {
         submit([op], completion: completion)
     }
 
-    /// Runs `body` on the writer thread once every write submitted before it is committed.
+    /// Runs `body` on the writer thread once every write submitted before it is committed; once the
+    /// committer has stopped, later on a thread of its own (never inside this call).
     public func afterPendingWrites(_ body: @escaping @Sendable () -> Void) {
         enqueue(.read(body), orElse: body)
     }
@@ -162,7 +158,12 @@ public final class GroupCommitter: Sendable {
         done.wait()
     }
 
-    private func enqueue(_ item: Item, orElse refused: () -> Void, stopping: Bool = false) {
+    /// What a stopped committer refuses runs here, in submission order, never on the submitting
+    /// thread: the engine submits inside its critical sections with completions that take its lock,
+    /// and one run inline there was a recursive acquire, which traps (issue 39).
+    private let refusals = DispatchQueue(label: "ccs-store-refusals")
+
+    private func enqueue(_ item: Item, orElse refused: @escaping @Sendable () -> Void, stopping: Bool = false) {
         let (accepted, signal) = state.withLock { s -> (Bool, Bool) in
             if s.stopped { return (false, false) }
             s.items.append(item)
@@ -172,7 +173,7 @@ public final class GroupCommitter: Sendable {
             return (true, signal)
         }
         if signal { wake.signal() }
-        if !accepted { refused() }
+        if !accepted { refusals.async(execute: refused) }
     }
 
     private func run() {

@@ -26,13 +26,16 @@ extension AdminAPI {
                 events = try await Self.readingJournal { try await journal.events(messageID: decoded) }
             }
             // Found by the client's id, the events may be of several messages (a retry reuses the id):
-            // the newest one that is not a fault names the answer.
-            guard let last = events.last(where: { $0.kind != .faultApplied }) ?? events.last else {
+            // the newest one that is not a fault names the answer. Its status is the furthest state it
+            // reached, as the list shows it (a message its device confirmed is delivered, though the
+            // answer to its app server was recorded after the confirmation).
+            guard let last = events.last(where: { $0.kind != .faultApplied }) ?? events.last,
+                  let status = JournalEventKind.furthest(of: events.lazy.filter { $0.messageID == last.messageID }.map(\.kind)) else {
                 throw APIError.notFound("the journal has no message \(raw)")
             }
             return JSONResponse.make(.object([
                 "message_id": .string(last.messageID),
-                "status": .string(events.last(where: { $0.messageID == last.messageID })!.kind.rawValue),
+                "status": .string(status.rawValue),
                 "events": .array(events.map { Self.parsed($0.json) }),
             ]))
         }

@@ -416,6 +416,8 @@ public struct AdminAPI: Sendable {
             "platform": .string(d.platform.rawValue), "senders": .array(d.senders.map { .string($0) }),
             "status": .string(d.status.rawValue), "created_at": .int(Int64(d.createdAt)),
             "online": .bool(engine.isOnline(token: d.token)), "queued": .int(Int64(queued)),
+            // What its connection holds handed over and not ACKed: at most the device window.
+            "unacked": .int(Int64(engine.handedOverUnacknowledged(token: d.token))),
         ]
         if let st = engine.deviceState(token: d.token) {
             fields["state"] = .object(["foreground": .bool(st.foreground), "idle": .bool(st.idle)])

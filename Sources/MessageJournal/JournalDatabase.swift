@@ -92,6 +92,11 @@ struct JournalDatabase: Sendable {
         migrator.registerMigration("v4: no index on the last event") { db in
             try db.execute(sql: "DROP INDEX IF EXISTS journal_entry_by_last_seq")
         }
+        // A row keeps its furthest event's kind (`JournalEventKind.progress`), no longer its last's: a
+        // message's status is the furthest state it reached. Rows written before keep their last kind.
+        migrator.registerMigration("v5: the furthest kind of a row") { db in
+            try db.execute(sql: "ALTER TABLE journal_entry RENAME COLUMN last_kind TO furthest_kind")
+        }
         try migrator.migrate(pool)
         let known = try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT id, token FROM journal_token ORDER BY id DESC LIMIT ?",
@@ -123,6 +128,8 @@ struct JournalDatabase: Sendable {
     struct Entry {
         var firstEvent: Int32
         var lastEvent: Int32
+        /// The kind of its furthest event (the row's `furthest_kind`).
+        var furthest: JournalEventKind
         var n: Int32 = 1
         /// The next entry whose key hashed the same (-1: none).
         var sameKey: Int32 = -1
@@ -184,12 +191,13 @@ struct JournalDatabase: Sendable {
                     scratch.next[Int(scratch.entries[c].lastEvent)] = index
                     scratch.entries[c].lastEvent = index
                     scratch.entries[c].n += 1
+                    if e.kind.progress >= scratch.entries[c].furthest.progress { scratch.entries[c].furthest = e.kind }
                     if scratch.entries[c].sender == nil { scratch.entries[c].sender = e.texts.1 }
                     if scratch.entries[c].topic == nil { scratch.entries[c].topic = e.texts.3 }
                     if scratch.entries[c].api == nil { scratch.entries[c].api = e.api }
                     if scratch.entries[c].client == nil { scratch.entries[c].client = e.texts.5 }
                 } else {
-                    scratch.entries.append(Entry(firstEvent: index, lastEvent: index, sameKey: scratch.byKey[key] ?? -1,
+                    scratch.entries.append(Entry(firstEvent: index, lastEvent: index, furthest: e.kind, sameKey: scratch.byKey[key] ?? -1,
                                                  sender: e.texts.1, topic: e.texts.3, api: e.api, client: e.texts.5))
                     scratch.byKey[key] = Int32(scratch.entries.count - 1)
                 }
@@ -214,7 +222,7 @@ struct JournalDatabase: Sendable {
             try scratch.blobs.withUnsafeBufferPointer { blobs in try pool.write { db in
                 try db.cachedStatement(sql: "INSERT OR REPLACE INTO journal_batch(first_seq, recorded_at) VALUES (?, ?)")
                     .execute(arguments: [firstSeq, recordedAt])
-                let columns = "(seq, last_seq, first_at, last_at, last_kind, n, message_id, sender, token_id, topic, api, client_message_id, events)"
+                let columns = "(seq, last_seq, first_at, last_at, furthest_kind, n, message_id, sender, token_id, topic, api, client_message_id, events)"
                 let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 let full = try db.cachedStatement(sql: "INSERT OR REPLACE INTO journal_entry\(columns) VALUES "
                     + Array(repeating: row, count: Self.rowsPerStatement).joined(separator: ", "))
@@ -231,7 +239,7 @@ struct JournalDatabase: Sendable {
                         sqlite3_bind_int64(stmt, base + 2, last.seq)
                         sqlite3_bind_int64(stmt, base + 3, first.at)
                         sqlite3_bind_int64(stmt, base + 4, max(first.at, last.at))
-                        sqlite3_bind_text(stmt, base + 5, Self.kindNames[last.kind]!, -1, nil)
+                        sqlite3_bind_text(stmt, base + 5, Self.kindNames[entry.furthest]!, -1, nil)
                         sqlite3_bind_int64(stmt, base + 6, Int64(entry.n))
                         Self.bind(stmt, base + 7, first.texts.0)
                         Self.bind(stmt, base + 8, entry.sender)
@@ -450,6 +458,12 @@ struct JournalDatabase: Sendable {
         }
     }
 
+    /// `JournalEventKind.progress` of a kind column, in SQL: a message's status is its rows' furthest.
+    static func progressSQL(_ column: String) -> String {
+        "CASE \(column) " + JournalEventKind.allCases.map { "WHEN '\($0.rawValue)' THEN \($0.progress)" }.joined(separator: " ")
+            + " ELSE 0 END"
+    }
+
     /// Most tokens a summary lists (a topic message's audience can be large).
     static let summaryTokens = 20
 
@@ -475,7 +489,8 @@ struct JournalDatabase: Sendable {
             ),
             s AS (
               SELECT m.*,
-                (SELECT x.last_kind FROM journal_entry x WHERE x.message_id = m.message_id ORDER BY x.last_seq DESC LIMIT 1) AS status,
+                (SELECT x.furthest_kind FROM journal_entry x WHERE x.message_id = m.message_id
+                   ORDER BY \(Self.progressSQL("x.furthest_kind")) DESC, x.last_seq DESC LIMIT 1) AS status,
                 (SELECT group_concat(token, ' ') FROM (SELECT DISTINCT t.token FROM journal_entry x
                    JOIN journal_token t ON t.id = x.token_id WHERE x.message_id = m.message_id LIMIT \(Self.summaryTokens))) AS tokens
               FROM m

@@ -35,6 +35,40 @@ public enum JournalEventKind: String, Sendable, CaseIterable {
     case faultApplied = "fault_applied"
 }
 
+extension JournalEventKind {
+    /// How far along its life an event puts a message: a summary's status is its furthest event's
+    /// kind, not its latest's. The answer to the app server is recorded when it goes out, often
+    /// after the device's confirmation (a live delivery confirmed before its write is answered from
+    /// the confirmation), and a message that was delivered must not be listed as merely accepted.
+    /// Accepted is further than stored (a stored message is answered after its commit); handed over
+    /// further than accepted; ends without delivery (expired, collapsed, discarded) further than
+    /// handed over; the device's confirmation, and what follows it, further still. A fault names no
+    /// state: least.
+    public var progress: Int {
+        switch self {
+        case .faultApplied: 0
+        case .stored, .fannedOut: 1
+        case .accepted, .refused: 2
+        case .notStored: 3
+        case .handedOver: 4
+        case .expired, .collapsed, .discarded: 5
+        case .deviceAcked: 6
+        case .shownInTray: 7
+        case .tapped: 8
+        case .receiptSent: 9
+        case .receiptAcked: 10
+        }
+    }
+
+    /// The kind of the furthest of `kinds` (the latest of equals); nil when there are none.
+    public static func furthest<S: Sequence>(of kinds: S) -> JournalEventKind? where S.Element == JournalEventKind {
+        kinds.reduce(nil) { best, kind in
+            guard let best, best.progress > kind.progress else { return kind }
+            return best
+        }
+    }
+}
+
 /// One event of the journal. `messageID` names the message: the id FCM gives it (`0:…%…`, also the
 /// id a v1 `name` and a legacy `message_id` carry), or for a message refused before it got one an id
 /// the journal makes (`local:…`).
@@ -122,7 +156,8 @@ public struct JournalMessageSummary: Sendable, Equatable {
     public var topic: String?
     public var api: SendAPI?
     public var clientMessageID: String?
-    /// The kind of its latest event.
+    /// The furthest state it reached: the kind of its event with the most `progress` (the latest of
+    /// equals), so a message its device confirmed is delivered though its answer came later.
     public var status: JournalEventKind
     public var firstAt: Int64
     public var lastAt: Int64

@@ -138,6 +138,8 @@ struct Serve: AsyncParsableCommand {
     var overLimit: OverLimitPolicy = .accept
     @Option(help: "Unacknowledged upstream messages and receipts per app-server connection.")
     var maxUnacked = 100
+    @Option(help: ArgumentHelp("The device channel's window: messages handed to one device connection and not yet ACKed, at most (1 to 10000). Past it, messages wait in the device's queue under FCM's storage rules and go out as the device ACKs (docs/device-protocol.md).", valueName: "messages"))
+    var deviceWindow = Engine.Configuration.defaultDeviceWindow
     @Option(help: "Seconds after which an unacknowledged upstream message or receipt is sent again.")
     var ackTimeout: Double = 60
     @Option(help: "Parallel app-server connections per sender ID.")
@@ -187,6 +189,10 @@ struct Serve: AsyncParsableCommand {
         }
         if maxPending < 1 || maxUnacked < 1 || maxConnections < 1 {
             throw ValidationError("--max-pending, --max-unacked and --max-connections must be at least 1")
+        }
+        if !Engine.Configuration.deviceWindowRange.contains(deviceWindow) {
+            let range = Engine.Configuration.deviceWindowRange
+            throw ValidationError("--device-window must be \(range.lowerBound)...\(range.upperBound) messages")
         }
         if !(256...65_535).contains(apnsPayloadLimit) {
             throw ValidationError("--apns-payload-limit must be 256...65535 bytes (Apple: 2048, originally 256)")
@@ -265,6 +271,7 @@ struct Serve: AsyncParsableCommand {
         c.clock = clock
         c.xmpp.maxPendingDownstream = maxPending
         c.maxUnackedOutbound = maxUnacked
+        c.deviceWindow = deviceWindow
         c.ackTimeoutMillis = Int64(ackTimeout * 1000)
         c.maxConnectionsPerSender = maxConnections
         c.audit = audit == .on

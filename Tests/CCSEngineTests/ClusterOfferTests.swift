@@ -108,6 +108,14 @@ import Testing
         #expect(try n.a.engine.queuedMessages(token: n.token).isEmpty)
     }
 
+    /// The offer submits its write inside the engine's lock with a completion that takes it: once
+    /// the writer has stopped, the completion must not run inside the submission (issue 39, item 10).
+    @Test func anOfferAfterTheWriterStoppedIsAnsweredUnavailable() async throws {
+        let n = try await nodes(delay: .seconds(3600))
+        n.a.engine.committer.shutdownBlocking()
+        #expect(await n.a.send(data("m1", to: n.token)) == .nack(.unavailable))
+    }
+
     @Test func aWriteTakenBeforeTheConfirmationIsRemovedByTheOfferingNodeWhenTheConfirmationComes() async throws {
         let n = try await nodes(delay: .zero)
         n.toB.holdOffers.store(true, ordering: .relaxed)

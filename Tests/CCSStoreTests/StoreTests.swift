@@ -335,6 +335,49 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         }
         #expect(error is StoreStopped)
     }
+
+    /// Once stopped, a refused submission's completion (and a refused read) runs later, never on the
+    /// submitting thread inside the call: callers submit inside critical sections whose lock their
+    /// completion takes, and an inline run was a recursive acquire (issue 39, item 10).
+    @Test(arguments: Backend.available) func aRefusedCompletionNeverRunsInsideTheSubmittingCall(_ backend: Backend) async throws {
+        let committer = GroupCommitter(store: try temporaryStore(backend))
+        await committer.shutdown()
+        // The submitter holds a recursive lock around the call; each completion takes it and reads
+        // whether the call is still running. Run inline (the same thread, inside the call) it gets
+        // the lock at once and sees the call running; run anywhere else it waits for the call to end.
+        final class CallLock: @unchecked Sendable {
+            let lock = NSRecursiveLock()
+            var submitting = false
+        }
+        let call = CallLock()
+        let inline = Locked<[String]>([])
+        func refused(_ what: String, _ submit: (@escaping @Sendable () -> Void) -> Void) async {
+            await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
+                call.lock.lock()
+                call.submitting = true
+                submit {
+                    call.lock.lock()
+                    let inside = call.submitting
+                    call.lock.unlock()
+                    if inside { inline.withLock { $0.append(what) } }
+                    cont.resume()
+                }
+                call.submitting = false
+                call.lock.unlock()
+            }
+        }
+        await refused("submit") { done in committer.submit(.enqueue(message("t", "late"), limits: nil)) { _ in done() } }
+        await refused("ticketed") { done in
+            committer.submit([.enqueue(message("t", "live"), limits: nil)], ticket: WriteTicket()) { _ in done() }
+        }
+        await refused("urgent") { done in committer.submit([.setMeta(key: "k", value: "v")], urgent: true) { _ in done() } }
+        await refused("read") { done in committer.afterPendingWrites { done() } }
+        #expect(inline.withLock { $0 }.isEmpty)
+        let error: Error? = await withCheckedContinuation { cont in
+            committer.submit(.enqueue(message("t", "later"), limits: nil)) { cont.resume(returning: $0) }
+        }
+        #expect(error is StoreStopped)
+    }
 }
 
 @Suite struct FanOutTests {

@@ -85,6 +85,24 @@ def test_life_of_delivered_message_with_receipt_tray_and_tap(start_server, xmpp,
     assert wait_kinds(base, "note", {"tapped"})[-1] == "tapped"
 
 
+def test_a_message_its_device_acked_is_listed_as_device_acked(start_server, xmpp, devices):
+    """A live delivery the device confirms before its write is answered from the confirmation, so the
+    answer to the app server (`accepted`) is recorded after `device_acked`: the list and the message
+    show the furthest state it reached, not its latest event (issue 39, item 13)."""
+    srv = start_server(extra_args=VIRTUAL)
+    base = srv.http_base
+    sender, key = new_sender_id(), new_key()
+    c = app_server(srv, sender, key)
+    dev, token = start_device(devices, srv, APP, [sender])
+    send_ack(c, data_msg(token, "d1"))
+    dev.expect(is_msg("d1"), timeout=20)
+    wait_kinds(base, "d1", {"handed_over", "device_acked", "accepted"})
+    [listed] = [m for m in messages(base, sender=sender) if m.get("client_message_id") == "d1"]
+    assert listed["status"] == "device_acked", listed
+    assert journal_message(base, "d1")["status"] == "device_acked"
+    assert [m["client_message_id"] for m in messages(base, sender=sender, status="device_acked")] == ["d1"]
+
+
 def test_collapsed_expired_discarded_stored_refused_not_stored(start_server, xmpp, devices):
     srv = start_server(extra_args=VIRTUAL)
     base = srv.http_base

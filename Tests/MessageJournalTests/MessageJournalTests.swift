@@ -75,6 +75,38 @@ private func event(_ kind: JournalEventKind, _ id: String, token: String? = "tok
         #expect(try await journal.storedCount() == 0)
     }
 
+    /// A message its device received and ACKed is listed as delivered, though the ACK to the app
+    /// server is recorded after the device's (issue 39, item 13): a summary's status is the furthest
+    /// state the message reached, in the batch that recorded them all and across batches alike.
+    @Test func aSummaryShowsTheFurthestStateNotTheLatestEvent() async throws {
+        let (journal, _) = try temporaryJournal()
+        defer { journal.shutdown() }
+        journal.record(event(.handedOver, "0:1%a", at: 10))
+        journal.record(event(.deviceAcked, "0:1%a", at: 11))
+        journal.record(event(.accepted, "0:1%a", at: 12, api: .ccs))
+        journal.record(event(.handedOver, "0:2%a", at: 20))
+        journal.record(event(.deviceAcked, "0:2%a", at: 21))
+        #expect(try await journal.messages(JournalFilter()).map(\.status) == [.deviceAcked, .deviceAcked])
+        // Its answer in a later batch than the device's ACK.
+        journal.record(event(.accepted, "0:2%a", at: 22, api: .ccs))
+        journal.record(event(.faultApplied, "0:2%a", at: 23, detail: "rule 1"))
+        journal.record(event(.stored, "0:3%a", at: 30))
+        journal.record(event(.accepted, "0:3%a", at: 31, api: .ccs))
+        let all = try await journal.messages(JournalFilter())
+        #expect(all.map(\.messageID) == ["0:3%a", "0:2%a", "0:1%a"])
+        #expect(all.map(\.status) == [.accepted, .deviceAcked, .deviceAcked])
+        #expect(try await journal.messages(JournalFilter(status: .deviceAcked)).map(\.messageID) == ["0:2%a", "0:1%a"])
+        #expect(try await journal.messages(JournalFilter(status: .accepted)).map(\.messageID) == ["0:3%a"])
+        // Further still: the receipt, the tray; and a message that expired after it was handed over.
+        journal.record(event(.receiptSent, "0:1%a", at: 40))
+        journal.record(event(.handedOver, "0:4%a", at: 41))
+        journal.record(event(.accepted, "0:4%a", at: 42, api: .ccs))
+        journal.record(event(.expired, "0:4%a", at: 43))
+        let later = try await journal.messages(JournalFilter())
+        #expect(later.first { $0.messageID == "0:1%a" }?.status == .receiptSent)
+        #expect(later.first { $0.messageID == "0:4%a" }?.status == .expired)
+    }
+
     @Test func retentionByCountAndByAge() async throws {
         let clock = WallStub(1_000_000)
         let (journal, _) = try temporaryJournal(retention: .init(maxEvents: 3, maxAgeMillis: 60_000), wall: { clock.now })
