@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Logging
 import SwiftASN1
 import X509
 
@@ -28,6 +29,15 @@ public struct DevelopmentCA: Sendable {
 
     static var nameConstraints: NameConstraints {
         NameConstraints(permittedDNSDomains: permittedDNSDomains)
+    }
+
+    /// Warns when the CA in the data directory predates its constraints: it is kept, since clients
+    /// trust it, but the user learns how to replace it.
+    func warnIfMadeBeforeItsConstraints(logger: Logger) {
+        guard let pem = try? String(contentsOfFile: caCertPath, encoding: .utf8),
+              let ca = try? Certificate(pemEncoded: pem), !Self.isConstrainedAsNow(ca) else { return }
+        let directory = (caCertPath as NSString).deletingLastPathComponent
+        logger.warning("the development CA \(caCertPath) was made by an older version and may issue for all of google.com; to replace it with one limited to the names served, stop the emulator, remove \(directory), start again and trust the new ca.pem (docs/hardening.md)")
     }
 
     /// Whether `ca` has the constraints a CA made by this version has (one made before may issue for

@@ -18,7 +18,6 @@ import NIOSSL
 import ServiceLifecycle
 import Locking
 import WebPushDelivery
-import X509
 import XMPPServer
 
 #if canImport(Glibc)
@@ -169,18 +168,7 @@ public final class Emulator: Sendable {
 
     /// Opens the store, binds every listener, and returns once all of them accept connections.
     public static func start(_ config: EmulatorConfiguration, logger: Logger) async throws -> Emulator {
-        if config.adminToken == nil, !isLoopback(config.bindHost) {
-            throw ConfigurationError("--bind \(config.bindHost) would open the admin API (devices, faults, the clock, reset) beyond this machine: give --admin-token TOKEN (clients send Authorization: Bearer TOKEN; the device, send and bench commands read CCS_ADMIN_TOKEN), or bind 127.0.0.1")
-        }
-        if !isLoopback(config.bindHost), config.authMode != .strict, !config.openFCMAPIsWithoutAuth {
-            throw ConfigurationError("--bind \(config.bindHost) would open the FCM APIs (CCS, /fcm/send, HTTP v1) to anyone on the network with any key: give --auth strict (with --config naming the senders and keys), or --open-fcm-apis-without-auth to accept that, or bind 127.0.0.1")
-        }
-        for name in config.publicHosts where !HostPolicy.isValidName(name) {
-            throw ConfigurationError("--public-host \(name): give a host name or address as clients write it in Host (no scheme, port or path)")
-        }
-        if let token = config.adminToken, token.utf8.count < 16 || !token.utf8.allSatisfy({ $0 > 32 && $0 < 127 }) {
-            throw ConfigurationError("--admin-token must be at least 16 printable characters without spaces")
-        }
+        try checkExposure(config)
         let fm = FileManager.default
         let dataDir = URL(fileURLWithPath: config.dataDirectory, relativeTo: URL(fileURLWithPath: fm.currentDirectoryPath))
             .standardizedFileURL.path
@@ -195,16 +183,7 @@ public final class Emulator: Sendable {
         if let problem = lock.problem {
             logger.warning("\(problem); a second server on this data dir would not be refused")
         }
-        let postgresURL: PostgresURL?
-        do {
-            postgresURL = try config.storeURL.map { text in
-                var url = try PostgresURL(parsing: text)
-                if url.password == nil { url.password = config.storePassword }
-                return url
-            }
-        } catch {
-            throw ConfigurationError("\(error)")
-        }
+        let postgresURL = try storeURL(config)
         if config.webPush && postgresURL != nil {
             throw ConfigurationError("--web-push on needs the embedded store: with --store every node would push the same messages")
         }
@@ -310,10 +289,7 @@ public final class Emulator: Sendable {
         // APNs providers authenticate with client certificates from the development CA (apns-cert),
         // whichever certificate the server itself presents.
         let developmentCA = try DevelopmentCA.ensure(in: dataDir + "/tls")
-        if let pem = try? String(contentsOfFile: developmentCA.caCertPath, encoding: .utf8),
-           let caCert = try? Certificate(pemEncoded: pem), !DevelopmentCA.isConstrainedAsNow(caCert) {
-            logger.warning("the development CA \(developmentCA.caCertPath) was made by an older version and may issue for all of google.com; to replace it with one limited to the names served, stop the emulator, remove \(dataDir)/tls, start again and trust the new ca.pem (docs/hardening.md)")
-        }
+        developmentCA.warnIfMadeBeforeItsConstraints(logger: logger)
         let apnsTLS = try APNsServer.TLS(configuration: APNsServer.tlsConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(certPath),
             privateKey: try NIOSSLPrivateKey(file: keyPath, format: .pem),
@@ -644,6 +620,38 @@ struct ListenerError: Error, CustomStringConvertible {
 }
 
 /// 127.0.0.0/8, ::1 and localhost: the addresses only this machine reaches.
+extension Emulator {
+    /// What a configuration would open beyond this machine, refused before anything is bound
+    /// (docs/hardening.md, "Threat model").
+    static func checkExposure(_ config: EmulatorConfiguration) throws {
+        if config.adminToken == nil, !isLoopback(config.bindHost) {
+            throw ConfigurationError("--bind \(config.bindHost) would open the admin API (devices, faults, the clock, reset) beyond this machine: give --admin-token TOKEN (clients send Authorization: Bearer TOKEN; the device, send and bench commands read CCS_ADMIN_TOKEN), or bind 127.0.0.1")
+        }
+        if !isLoopback(config.bindHost), config.authMode != .strict, !config.openFCMAPIsWithoutAuth {
+            throw ConfigurationError("--bind \(config.bindHost) would open the FCM APIs (CCS, /fcm/send, HTTP v1) to anyone on the network with any key: give --auth strict (with --config naming the senders and keys), or --open-fcm-apis-without-auth to accept that, or bind 127.0.0.1")
+        }
+        for name in config.publicHosts where !HostPolicy.isValidName(name) {
+            throw ConfigurationError("--public-host \(name): give a host name or address as clients write it in Host (no scheme, port or path)")
+        }
+        if let token = config.adminToken, token.utf8.count < 16 || !token.utf8.allSatisfy({ $0 > 32 && $0 < 127 }) {
+            throw ConfigurationError("--admin-token must be at least 16 printable characters without spaces")
+        }
+    }
+
+    /// `--store`'s URL, with the password from `--store-password-file` or PGPASSWORD when it has none.
+    static func storeURL(_ config: EmulatorConfiguration) throws -> PostgresURL? {
+        do {
+            return try config.storeURL.map { text in
+                var url = try PostgresURL(parsing: text)
+                if url.password == nil { url.password = config.storePassword }
+                return url
+            }
+        } catch {
+            throw ConfigurationError("\(error)")
+        }
+    }
+}
+
 func isLoopback(_ host: String) -> Bool {
     host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
 }

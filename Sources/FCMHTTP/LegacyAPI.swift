@@ -50,14 +50,11 @@ extension FCMHTTPAPI {
         case .refused(let reason): return Self.plainText(status: .unauthorized, "Unauthorized: \(reason)")
         case .choice(let choice): caller = choice
         }
-        let kind = Self.bodyKind(contentType: request.headers[.contentType])
-        if case .unsupported(let type) = kind {
-            return Self.plainText(status: .badRequest, "Content-Type \(type) is not supported: send application/json, or application/x-www-form-urlencoded;charset=UTF-8 for the plain-text form")
+        let body: String, isJSON: Bool
+        switch try await Self.legacyBody(request) {
+        case .success(let read): (body, isJSON) = read
+        case .failure(let refusal): return refusal.response
         }
-        guard let body = UTF8Body.text(try await request.collectBody(limit: Self.maximumBodyBytes)) else {
-            return Self.plainText(status: .badRequest, "JSON_PARSING_ERROR: \(UTF8Body.invalidMessage)")
-        }
-        let isJSON = kind == .json || (kind == .sniffed && body.drop(while: \.isWhitespace).first == "{")
         let messageID = Self.newMessageID("http-")
         let decoded = isJSON ? LegacyMessageDecoder.decodeJSON(body, messageID: messageID)
                              : LegacyMessageDecoder.decodeForm(body, messageID: messageID)
@@ -185,6 +182,22 @@ extension FCMHTTPAPI {
 
     /// JSON when the Content-Type says so, or when there is none and the body is a JSON object;
     /// FCM reads everything else as the plain-text form.
+    /// The body as text and whether it is JSON, or the 400 that refuses it.
+    static func legacyBody(_ request: Request) async throws -> Result<(String, Bool), LegacyRefusal> {
+        let kind = bodyKind(contentType: request.headers[.contentType])
+        if case .unsupported(let type) = kind {
+            return .failure(LegacyRefusal(response: plainText(status: .badRequest, "Content-Type \(type) is not supported: send application/json, or application/x-www-form-urlencoded;charset=UTF-8 for the plain-text form")))
+        }
+        guard let body = UTF8Body.text(try await request.collectBody(limit: maximumBodyBytes)) else {
+            return .failure(LegacyRefusal(response: plainText(status: .badRequest, "JSON_PARSING_ERROR: \(UTF8Body.invalidMessage)")))
+        }
+        return .success((body, kind == .json || (kind == .sniffed && body.drop(while: \.isWhitespace).first == "{")))
+    }
+
+    struct LegacyRefusal: Error {
+        let response: Response
+    }
+
     /// What the legacy API reads a body as. FCM's legacy API took JSON (`application/json`) and the
     /// plain-text form (`application/x-www-form-urlencoded`); another type is refused, not guessed at,
     /// so that a JSON body sent as `text/xml` is not silently read as a form with no token in it.
