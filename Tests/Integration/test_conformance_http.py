@@ -18,13 +18,15 @@ from ccs_support import emulator_bin
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "Fixtures" / "conformance" / "app-servers"
+EXAMPLES = ROOT / "Fixtures" / "conformance" / "scenarios-http"
 V1 = SAMPLES / "sample_http_v1_app_server.py"
 LEGACY = SAMPLES / "sample_http_legacy_app_server.py"
 
 
-def run(tmp_path: Path, sample: Path, *args: str, app_args: str = "", timeout: float = 300) -> tuple[int, str, ET.Element]:
+def run(tmp_path: Path, sample: Path, *args: str, app_args: str = "", suite: str = "builtin-http",
+        timeout: float = 300) -> tuple[int, str, ET.Element]:
     junit = tmp_path / "junit.xml"
-    cmd = [emulator_bin(), "conformance", "run", "builtin-http", *args, "--data-dir", str(tmp_path / "runs"),
+    cmd = [emulator_bin(), "conformance", "run", suite, *args, "--data-dir", str(tmp_path / "runs"),
            "--app-server-cmd", f"{sys.executable} {sample} {app_args}", "--junit", str(junit)]
     proc = subprocess.run(cmd, capture_output=True, timeout=timeout)
     out = proc.stdout.decode() + proc.stderr.decode()
@@ -45,6 +47,23 @@ def test_the_careful_sample_passes_builtin_http(tmp_path, sample):
     assert root.get("tests") == str(len(names)) and root.get("failures") == "0", out
     assert [c.get("name") for c in root.iter("testcase")] == names
     assert f"{len(names)} passed, 0 failed" in out, out
+
+
+@pytest.mark.parametrize("sample", [V1, LEGACY], ids=["v1", "legacy"])
+def test_example_http_scenario_files_run(tmp_path, sample):
+    status, out, root = run(tmp_path, sample, suite=str(EXAMPLES))
+    assert status == 0, out
+    assert int(root.get("tests")) == len(list(EXAMPLES.glob("*.json"))) and root.get("failures") == "0", out
+
+
+def test_the_v1_sample_passes_through_proxy_mode(tmp_path):
+    """firebase-admin left pointing at https://fcm.googleapis.com reaches the emulator through the
+    contract's HTTPS_PROXY and REQUESTS_CA_BUNDLE, and is judged the same."""
+    status, out, root = run(tmp_path, V1, "--filter", "http-round-trip", "--filter", "http-retry-unavailable",
+                            app_args="--via-proxy")
+    assert status == 0 and root.get("tests") == "2" and root.get("failures") == "0", out
+    status, out, root = run(tmp_path, V1, "--filter", "http-retry-unavailable", app_args="--via-proxy --break retry-at-once")
+    assert status == 1 and "audit: broken retry-backoff" in out, out
 
 
 # (sample, the way it breaks, the scenario that must fail, the rule its failure names)

@@ -44,15 +44,20 @@ RETRYABLE_ERRORS = {"UNAVAILABLE", "INTERNAL", "QUOTA_EXCEEDED", "Unavailable", 
 UNREGISTERED_ERRORS = {"UNREGISTERED", "NotRegistered", "InvalidRegistration"}
 
 
-def parse_args(description: str, ways: tuple[str, ...]) -> set[str]:
+def parse_args(description: str, ways: tuple[str, ...], via_proxy: bool = False) -> argparse.Namespace:
+    """`--break WAY,...` as a set in `.breaks`; with via_proxy, `--via-proxy` too."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--break", dest="breaks", default="",
                         help="comma-separated careless ways: " + ", ".join(ways))
-    breaks = {w for w in parser.parse_args().breaks.split(",") if w}
-    unknown = breaks - set(ways)
+    if via_proxy:
+        parser.add_argument("--via-proxy", action="store_true",
+                            help="reach Google's hosts through HTTPS_PROXY (proxy mode) instead of FCM_HTTP_URL")
+    args = parser.parse_args()
+    args.breaks = {w for w in args.breaks.split(",") if w}
+    unknown = args.breaks - set(ways)
     if unknown:
         parser.error(f"unknown --break way(s): {', '.join(sorted(unknown))}; known: {', '.join(ways)}")
-    return breaks
+    return args
 
 
 def over_limits(data: dict) -> Optional[str]:

@@ -26,7 +26,7 @@ WAYS = ("retry-at-once", "ignore-retry-after", "retry-invalid", "keep-unregister
 
 
 def main() -> None:
-    breaks = parse_args(__doc__.splitlines()[0], WAYS)
+    breaks = parse_args(__doc__.splitlines()[0], WAYS).breaks
     url = os.environ["FCM_HTTP_URL"] + "/fcm/send"
     session = requests.Session()
     session.headers.update({"Authorization": "key=" + os.environ["FCM_SERVER_KEY"],

@@ -5,9 +5,11 @@
   sample_http_v1_app_server.py                 careful: passes `conformance run builtin-http`
   sample_http_v1_app_server.py --break A,B,... careless in those ways only: retry-at-once,
       ignore-retry-after, retry-invalid, keep-unregistered, no-limits, token-per-send, stale-token
+  sample_http_v1_app_server.py --via-proxy     sends to https://fcm.googleapis.com as published,
+      through HTTPS_PROXY (the emulator's proxy mode), trusting REQUESTS_CA_BUNDLE
 
 Environment (set by the runner): FCM_HTTP_URL, GOOGLE_APPLICATION_CREDENTIALS (its token_uri points
-at the emulator), FCM_PROJECT_ID. Each stdin line {"send_to": TOKEN, "data": {...}, "id": ID} is
+at the emulator), FCM_PROJECT_ID; HTTPS_PROXY and REQUESTS_CA_BUNDLE with --via-proxy. Each stdin line {"send_to": TOKEN, "data": {...}, "id": ID} is
 sent as one v1 message; one JSON line per outcome goes to stdout, a log to stderr.
 
 firebase-admin is used as published. Two things are set through its internals, as
@@ -33,16 +35,18 @@ WAYS = ("retry-at-once", "ignore-retry-after", "retry-invalid", "keep-unregister
 
 
 def main() -> None:
-    breaks = parse_args(__doc__.splitlines()[0], WAYS)
+    args = parse_args(__doc__.splitlines()[0], WAYS, via_proxy=True)
+    breaks = args.breaks
     # firebase-admin 7 warns that Message.token is deprecated; it is still the field v1 sends.
     warnings.filterwarnings("ignore", category=DeprecationWarning, message="Message.token")
-    messaging._MessagingService.FCM_URL = os.environ["FCM_HTTP_URL"] + "/v1/projects/{0}/messages:send"
+    if not args.via_proxy:
+        messaging._MessagingService.FCM_URL = os.environ["FCM_HTTP_URL"] + "/v1/projects/{0}/messages:send"
     cred = credentials.Certificate(os.environ["GOOGLE_APPLICATION_CREDENTIALS"])
     app = firebase_admin.initialize_app(cred, {"projectId": os.environ["FCM_PROJECT_ID"]})
     if "retry-at-once" not in breaks:
         # Retries are this app server's own (backoff from 1 s, Retry-After honoured).
         session = messaging._get_messaging_service(app)._client.session
-        for prefix in ("http://", "https://"):
+        for prefix in ("http://", "https://", "https://fcm.googleapis.com"):
             session.mount(prefix, requests.adapters.HTTPAdapter(max_retries=0))
     google_cred = cred.get_credential()
     fetched = {"first": False}
