@@ -84,12 +84,18 @@ struct Steps {
                                               "id": .string(id ?? "send-\(sendCount)")])
             guard let appServer else { throw fail(i, step, "no app server to write to (HTTP scenarios need --app-server-cmd)") }
             guard appServer.writeLine(request.encoded()) else {
-                _ = appServer.isRunning  // reaps it, for its exit status
-                throw fail(i, step, "the app server does not read its stdin (it exited with status \(appServer.exitStatus))")
+                throw fail(i, step, appServer.isRunning ? "the app server closed its stdin"
+                                                        : "the app server exited (status \(appServer.exitStatus))")
             }
         case .expectDownstream(let name, let count, let within):
             let d = device(name)
-            guard await runner.waitUntil(within, { d.unconsumed >= count }) else {
+            // An HTTP app server is not watched through a connection: its exit ends the wait at once.
+            let server = scenario.appServer == .http ? appServer : nil
+            guard await runner.waitUntil(within, { d.unconsumed >= count || server?.isRunning == false }),
+                  d.unconsumed >= count else {
+                if let server, !server.isRunning {
+                    throw fail(i, step, "the app server exited (status \(server.exitStatus)); device \(name) received \(d.unconsumed) of \(count) downstream message(s)")
+                }
                 throw fail(i, step, "device \(name) received \(d.unconsumed) of \(count) downstream message(s) within \(within) ms")
             }
             _ = d.take(count)

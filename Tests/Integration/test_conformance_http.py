@@ -112,6 +112,17 @@ def test_http_scenarios_need_an_app_server_command(tmp_path):
     assert "HTTP scenarios need --app-server-cmd" in proc.stdout.decode(), proc.stdout.decode()
 
 
+def test_an_http_app_server_that_exits_is_reported_with_its_status(tmp_path):
+    junit = tmp_path / "junit.xml"
+    proc = subprocess.run([emulator_bin(), "conformance", "run", "builtin-http", "--filter", "http-round-trip",
+                           "--data-dir", str(tmp_path / "runs"), "--junit", str(junit),
+                           "--app-server-cmd", f"{sys.executable} -c 'import sys; sys.exit(3)'"],
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 1
+    [failure] = ET.parse(junit).getroot().iter("failure")
+    assert "the app server exited (status 3)" in failure.get("message"), failure.get("message")
+
+
 def test_a_send_step_needs_an_http_scenario(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"name":"x","devices":["a"],"steps":[{"send":{"to":"a"}}]}')
