@@ -497,7 +497,8 @@ public final class Auditor: Sendable {
             }
             return .object(["clean": .bool(findings.isEmpty),
                             "rules": .array(AuditRule.allCases.map { .object(["id": .string($0.rawValue), "title": .string($0.title),
-                                                                               "source": .string($0.source)]) }),
+                                                                               "source": .string($0.source),
+                                                                               "http_source": .string($0.httpSource)]) }),
                             "senders": .array(senders), "connections": .array(connections),
                             "findings_dropped": .int(Int64(s.findingsDropped))])
         }

@@ -108,6 +108,8 @@ final class TestClock: Sendable {
         #expect(a.findings(sender: "2").isEmpty)
         // Findings about HTTP requests cite Google's public pages, not the CCS spec.
         #expect(a.findings().allSatisfy { $0.source == $0.rule.httpSource && $0.source.hasPrefix("https://") })
+        let listed = a.report()["rules"]?.arrayValue?.first { $0["id"] == "retry-backoff" }
+        #expect(listed?["http_source"]?.stringValue == AuditRule.retryBackoff.httpSource)
     }
 
     /// A 400 remembers the request's body: the same body again is the finding, another body keeps the rule.
