@@ -179,7 +179,7 @@ let package = Package(
         .target(name: "ConformanceRunner", dependencies: [
             "Locking",
             "CCSEmulator", "CCSEngine", "CCSStore", "DeviceSimulator", "AppServerAudit", "FaultInjection", "PushDomain",
-            "APNsGateway",
+            "APNsGateway", "GoogleAuth",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),

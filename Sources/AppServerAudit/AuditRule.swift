@@ -21,6 +21,15 @@ public enum AuditRule: String, Sendable, CaseIterable {
     case useCanonicalID = "use-canonical-id"
     /// Stanzas and JSON are well formed (no INVALID_JSON, BAD_ACK or stanza error).
     case wellFormed = "well-formed"
+    /// HTTP: a request answered 400 (INVALID_ARGUMENT, a malformed legacy request) is not sent again
+    /// unchanged: only a fixed request can succeed.
+    case noRetryInvalid = "no-retry-invalid"
+    /// HTTP v1: one OAuth2 access token serves every send until it nears its expiry.
+    case reuseAccessToken = "reuse-access-token"
+    /// HTTP v1: an access token answered 401 is not presented again; a new one is fetched.
+    case refreshAccessToken = "refresh-access-token"
+    /// HTTP: no send exceeds FCM's documented limits (4096-byte payload, reserved data keys).
+    case messageLimits = "message-limits"
 
     public var title: String {
         switch self {
@@ -34,6 +43,10 @@ public enum AuditRule: String, Sendable, CaseIterable {
         case .dropUnregistered: return "an unregistered token is not sent to again"
         case .useCanonicalID: return "after an answer names a canonical registration id, the old token is not sent to again"
         case .wellFormed: return "stanzas and JSON are well formed"
+        case .noRetryInvalid: return "a request answered 400 is not sent again unchanged"
+        case .reuseAccessToken: return "one OAuth2 access token serves many sends until it nears expiry"
+        case .refreshAccessToken: return "an access token answered 401 is replaced by a newly fetched one"
+        case .messageLimits: return "no send exceeds the 4096-byte payload limit or uses a reserved data key"
         }
     }
 
@@ -59,6 +72,18 @@ public enum AuditRule: String, Sendable, CaseIterable {
                 + "(CCS §3.1, §7.1 in docs/sources.md)"
         case .wellFormed:
             return "FCM XMPP reference, downstream messages; GCM CCS guide, NACKs and stanza errors (CCS §2, §3.3, §3.4 in docs/sources.md)"
+        // The HTTP-only rules cite Google's public pages (docs/conformance.md, "The HTTP rules").
+        case .noRetryInvalid:
+            return "https://firebase.google.com/docs/cloud-messaging/scale-fcm#handling-retries; "
+                + "https://firebase.google.com/docs/reference/fcm/rest/v1/ErrorCode (INVALID_ARGUMENT)"
+        case .reuseAccessToken:
+            return "https://developers.google.com/identity/protocols/oauth2/service-account (an access token is reused until it expires)"
+        case .refreshAccessToken:
+            return "https://developers.google.com/identity/protocols/oauth2/service-account; "
+                + "https://firebase.google.com/docs/reference/fcm/rest/v1/ErrorCode (UNAUTHENTICATED)"
+        case .messageLimits:
+            return "https://firebase.google.com/docs/cloud-messaging/concept-options#notifications_and_data_messages (4096 bytes); "
+                + "https://firebase.google.com/docs/cloud-messaging/http-server-ref (MessageTooBig, InvalidDataKey)"
         }
     }
 }
@@ -86,8 +111,13 @@ public struct AuditFinding: Sendable, Equatable {
     public var at: Int64
     public var text: String
     public var evidence: [AuditEvidence]
+    /// Where the obligation is stated: the rule's source, or for a finding about an HTTP request the
+    /// rule's `httpSource`.
+    public var source: String
 
-    public init(rule: AuditRule, sender: String, connection: String?, at: Int64, text: String, evidence: [AuditEvidence]) {
+    public init(rule: AuditRule, sender: String, connection: String?, at: Int64, text: String, evidence: [AuditEvidence],
+                source: String? = nil) {
+        self.source = source ?? rule.source
         self.rule = rule
         self.sender = sender
         self.connection = connection

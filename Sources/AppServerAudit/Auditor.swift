@@ -22,6 +22,12 @@ public final class Auditor: Sendable {
         public var maxPending = 100
         public var maxTrackedIDs = 100_000
         public var maxFindings = 10_000
+        /// HTTP: a new access token fetched while the last one still had longer than this to live (and
+        /// was never refused) is a needless fetch. Google's client libraries refresh a few minutes
+        /// before expiry (google-auth: 3 min 45 s); 5 min covers them.
+        public var tokenRefreshMarginMillis: Int64 = 300_000
+        /// HTTP: bodies answered 400 and refused access tokens remembered per sender.
+        public var maxPerSender = 1_000
         public init() {}
     }
 
@@ -52,6 +58,21 @@ public final class Auditor: Sendable {
         var lastOpenedAt: Int64 = .min
         var kept: [AuditRule: Int] = [:]
         var broken: [AuditRule: Int] = [:]
+        /// HTTP (Auditor+HTTP.swift): bodies answered 400, by digest; the last access token fetched;
+        /// access tokens answered 401. Each map holds at most `maxPerSender` entries.
+        var invalidBodies: [UInt64: AuditEvidence] = [:]
+        var lastToken: FetchedToken?
+        var refusedTokens: [String: AuditEvidence] = [:]
+        /// A token was refused and no request has since come with a good one.
+        var awaitingRefresh = false
+    }
+
+    /// An access token the sender's service account fetched (HTTP v1).
+    struct FetchedToken {
+        var id: String
+        var at: Int64
+        var expiresAt: Int64
+        var refused = false
     }
 
     /// A sender's message id, or a sender's HTTP target: the keys of the id and retry records.
@@ -261,17 +282,27 @@ public final class Auditor: Sendable {
     /// a topic, a condition) so that a retry can be recognised; `unregistered` lists tokens the answer
     /// said are not registered.
     /// `canonical`: old token → the canonical registration id its result named.
+    /// `bodyDigest` (of the request body) recognises a request sent again unchanged; `limit` says
+    /// which documented limit the message broke, when the answer was MessageTooBig or InvalidDataKey.
+    /// `accessToken` is the v1 request's access-token id (Auditor+HTTP.swift).
     public func httpSend(sender: String, api: String, targetKey: String, tokens: [String], status: Int,
-                         retryAfterSeconds: Int?, unregistered: [String], canonical: [(old: String, new: String)] = []) {
+                         retryAfterSeconds: Int?, unregistered: [String], canonical: [(old: String, new: String)] = [],
+                         bodyDigest: UInt64? = nil, limit: String? = nil, accessToken: String? = nil) {
         guard isEnabled else { return }
         let at = now()
         state.withLock { s in
+            // The shared checks below record findings with the rules' CCS sources: relabelled at the end.
+            let firstNew = s.findings.count
+            defer { for i in firstNew..<s.findings.count { s.findings[i].source = s.findings[i].rule.httpSource } }
+            let what = "\(api) request to \(targetKey)" + (accessToken.map { " with access token \($0)" } ?? "") + ", answered \(status)"
+            checkHTTPRequest(&s, sender: sender, at: at, what: what, status: status, bodyDigest: bodyDigest, limit: limit,
+                             accessToken: accessToken)
             let key = "http:" + targetKey
             for token in tokens {
                 checkSend(&s, sender: sender, retryKey: nil, messageID: nil, token: token, connection: nil, at: at,
-                          what: "\(api) request to \(token)")
+                          what: what)
             }
-            checkRetry(&s, sender: sender, key: key, at: at, what: "\(api) request to \(targetKey)", messageID: nil, connection: nil)
+            checkRetry(&s, sender: sender, key: key, at: at, what: what, messageID: nil, connection: nil)
             if status >= 500 || status == 429 {
                 failed(&s, sender: sender, key: key, at: at, retryAfterMillis: retryAfterSeconds.map { Int64($0) * 1000 })
             } else if status < 400 {
@@ -371,18 +402,19 @@ public final class Auditor: Sendable {
         s.retries[SenderKey(sender: sender, key: key)] = nil
     }
 
-    private func kept(_ s: inout State, _ rule: AuditRule, sender: String) {
+    func kept(_ s: inout State, _ rule: AuditRule, sender: String) {
         s.senders[sender, default: Sender()].kept[rule, default: 0] += 1
     }
 
-    private func record(_ s: inout State, _ rule: AuditRule, sender: String, connection: String?, at: Int64, text: String,
-                        evidence: [AuditEvidence]) {
+    func record(_ s: inout State, _ rule: AuditRule, source: String? = nil, sender: String, connection: String?, at: Int64,
+                text: String, evidence: [AuditEvidence]) {
         s.senders[sender, default: Sender()].broken[rule, default: 0] += 1
         guard s.findings.count < limits.maxFindings else {
             s.findingsDropped += 1
             return
         }
-        s.findings.append(AuditFinding(rule: rule, sender: sender, connection: connection, at: at, text: text, evidence: evidence))
+        s.findings.append(AuditFinding(rule: rule, sender: sender, connection: connection, at: at, text: text, evidence: evidence,
+                                       source: source))
     }
 
     // MARK: report
@@ -465,7 +497,8 @@ public final class Auditor: Sendable {
             }
             return .object(["clean": .bool(findings.isEmpty),
                             "rules": .array(AuditRule.allCases.map { .object(["id": .string($0.rawValue), "title": .string($0.title),
-                                                                               "source": .string($0.source)]) }),
+                                                                               "source": .string($0.source),
+                                                                               "http_source": .string($0.httpSource)]) }),
                             "senders": .array(senders), "connections": .array(connections),
                             "findings_dropped": .int(Int64(s.findingsDropped))])
         }
@@ -475,7 +508,7 @@ public final class Auditor: Sendable {
 extension AuditFinding {
     public var json: JSONValue {
         var o: [String: JSONValue] = ["rule": .string(rule.rawValue), "sender": .string(sender), "at": .int(at),
-                                      "text": .string(text), "source": .string(rule.source),
+                                      "text": .string(text), "source": .string(source),
                                       "evidence": .array(evidence.map(\.json))]
         if let connection { o["connection"] = .string(connection) }
         return .object(o)

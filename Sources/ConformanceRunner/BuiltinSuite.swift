@@ -7,11 +7,16 @@ public enum BuiltinSuite {
     public static let name = "builtin"
 
     public static func scenarios() throws(ScenarioError) -> [Scenario] {
+        try parse(json, suite: name)
+    }
+
+    /// A built-in suite's scenarios from its JSON (this one's, or `BuiltinHTTPSuite`'s).
+    static func parse(_ text: String, suite: String) throws(ScenarioError) -> [Scenario] {
         let parsed: JSONValue
-        do { parsed = try JSONValue.parse(json) } catch { throw ScenarioError(path: "builtin", reason: "\(error)") }
+        do { parsed = try JSONValue.parse(text) } catch { throw ScenarioError(path: suite, reason: "\(error)") }
         var out: [Scenario] = []
         for (i, s) in (parsed.arrayValue ?? []).enumerated() {
-            out.append(try Scenario(json: s, source: "builtin[\(i)]"))
+            out.append(try Scenario(json: s, source: "\(suite)[\(i)]"))
         }
         return out
     }

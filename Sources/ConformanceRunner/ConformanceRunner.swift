@@ -5,6 +5,7 @@ import CCSEngine
 import CCSStore
 import FaultInjection
 import Foundation
+import GoogleAuth
 import Logging
 import NIOCore
 import NIOPosix
@@ -90,6 +91,8 @@ public final class ConformanceRunner: Sendable {
         config.apns.gatewayPort = 0
         config.apns.feedbackPort = 0
         config.clock = scenario.clock == .virtual ? .virtual : .wall
+        // HTTP app servers may reach Google's hosts through proxy mode instead of FCM_HTTP_URL.
+        if scenario.appServer == .http { config.proxyPort = 0 }
         config.resetState = true
         config.eventLoopThreads = 1
         var quiet = Logger(label: "ccs.conformance.emulator")
@@ -101,7 +104,7 @@ public final class ConformanceRunner: Sendable {
             do {
                 devices = try await registerAndConnect(scenario.devices, emulator)
                 appServer = try launchAppServer(emulator, devices: devices, scenario: scenario)
-                try await waitForAppServer(emulator, appServer)
+                if scenario.appServer == .ccs { try await waitForAppServer(emulator, appServer) }
                 var run = Steps(runner: self, emulator: emulator, devices: devices, appServer: appServer, scenario: scenario)
                 try await run.perform()
             } catch let error as StepFailure {
@@ -135,9 +138,9 @@ public final class ConformanceRunner: Sendable {
         return devices
     }
 
-    /// The contract's environment (docs/conformance.md).
-    func environment(_ emulator: Emulator, devices: [SimulatedDevice]) -> [String: String] {
-        [
+    /// The contract's environment (docs/conformance.md); HTTP scenarios add the HTTP contract's.
+    func environment(_ emulator: Emulator, devices: [SimulatedDevice], scenario: Scenario) throws -> [String: String] {
+        var env = [
             "CCS_HOST": "127.0.0.1",
             "CCS_PORT": String(emulator.info.ccsPort),
             "CCS_SENDER_ID": options.senderID,
@@ -146,16 +149,40 @@ public final class ConformanceRunner: Sendable {
             "FCM_HTTP_URL": "http://127.0.0.1:\(emulator.info.httpPort)",
             "CONFORMANCE_TOKENS": devices.map(\.token).joined(separator: ","),
         ]
+        if scenario.appServer == .http { env.merge(try httpEnvironment(emulator)) { _, http in http } }
+        return env
+    }
+
+    /// A service-account file of the sender's project (its number: the project that names the
+    /// sender), its token_uri on this emulator; the server key; and proxy mode's settings.
+    func httpEnvironment(_ emulator: Emulator) throws -> [String: String] {
+        let keys = try ServiceAccountKeyStore(directory: options.dataDirectory + "/credentials")
+        let file = try keys.issue(projectID: options.senderID, tokenURI: "http://127.0.0.1:\(emulator.info.httpPort)/token",
+                                  nowMillis: Int64(Date().timeIntervalSince1970 * 1000))
+        let path = options.dataDirectory + "/service-account.json"
+        try ServiceAccountKeyStore.serviceAccountText(file).write(toFile: path, atomically: true, encoding: .utf8)
+        var env = [
+            "GOOGLE_APPLICATION_CREDENTIALS": path,
+            "FCM_PROJECT_ID": options.senderID,
+            "FCM_SERVER_KEY": options.serverKey,
+            "SSL_CERT_FILE": emulator.info.caCertPath,
+            "REQUESTS_CA_BUNDLE": emulator.info.caCertPath,
+        ]
+        if let proxy = emulator.proxyPort { env["HTTPS_PROXY"] = "http://127.0.0.1:\(proxy)" }
+        return env
     }
 
     func launchAppServer(_ emulator: Emulator, devices: [SimulatedDevice], scenario: Scenario) throws -> AppServerProcess? {
-        let env = environment(emulator, devices: devices)
+        let env = try environment(emulator, devices: devices, scenario: scenario)
         guard let command = options.appServerCommand else {
+            if scenario.appServer == .http {
+                throw StepFailure(description: "HTTP scenarios need --app-server-cmd: the runner writes its send requests to the app server's stdin")
+            }
             say("waiting for the app server: " + env.keys.sorted().map { "\($0)=\(env[$0]!)" }.joined(separator: " "))
             return nil
         }
         let logURL = URL(fileURLWithPath: options.dataDirectory).appendingPathComponent("app-server.\(scenario.name).log")
-        return try AppServerProcess(command: command, environment: env, logURL: logURL)
+        return try AppServerProcess(command: command, environment: env, logURL: logURL, stdinPipe: scenario.appServer == .http)
     }
 
     func waitForAppServer(_ emulator: Emulator, _ process: AppServerProcess?) async throws {

@@ -30,9 +30,12 @@ public enum JUnitReport {
     /// The reason, the scenario's rules with their sources, and every finding with its evidence.
     public static func details(_ r: ScenarioResult) -> String {
         var lines = [r.failure ?? "", "", r.scenario.description]
-        for rule in r.scenario.rules { lines.append("rule \(rule.rawValue): \(rule.title) (\(rule.source))") }
+        for rule in r.scenario.rules {
+            let source = r.scenario.appServer == .http ? rule.httpSource : rule.source
+            lines.append("rule \(rule.rawValue): \(rule.title) (\(source))")
+        }
         for f in r.findings {
-            lines.append("finding \(f.rule.rawValue) [\(f.rule.source)]: \(f.text)")
+            lines.append("finding \(f.rule.rawValue) [\(f.source)]: \(f.text)")
             for e in f.evidence {
                 lines.append("  at \(e.at) \(e.what)\(e.messageID.map { " message_id=\($0)" } ?? "")\(e.connection.map { " connection=\($0)" } ?? "")")
             }

@@ -6,6 +6,14 @@ import PushDomain
 public struct Scenario: Sendable, Equatable {
     public enum Clock: String, Sendable { case wall, virtual }
 
+    /// How the app server under test reaches FCM, and so how the runner asks it to send.
+    public enum AppServerKind: String, Sendable {
+        /// Over CCS: it must connect before the steps run; `upstream` steps with `send_to` make it send.
+        case ccs
+        /// Over the HTTP APIs (v1 or legacy): `send` steps write requests to its stdin.
+        case http
+    }
+
     public enum DeviceAction: String, Sendable, CaseIterable {
         case offline, online, uninstall, foreground, background, idle, active
         /// A token refresh: the device's first token (`$name`) then answers with a canonical id.
@@ -15,6 +23,9 @@ public struct Scenario: Sendable, Equatable {
     public enum Step: Sendable, Equatable {
         /// A device sends an upstream message; values `$name` become that device's token.
         case upstream(from: String, data: [String: String], messageID: String?, repeat: Int)
+        /// HTTP app servers: one request on the app server's stdin to send `data` (plus `padBytes`
+        /// bytes under `pad`, to build a message over the limits) to the device `to`.
+        case send(to: String, data: [String: String], id: String?, padBytes: Int)
         /// The device receives `count` more downstream messages (since its last expectation) in time.
         case expectDownstream(device: String, count: Int, withinMillis: Int)
         /// Every upstream message and receipt sent to the app server is ACKed in time.
@@ -37,6 +48,7 @@ public struct Scenario: Sendable, Equatable {
     /// Judged at the end: each must be kept (no finding). Also the scenario's JUnit properties.
     public var rules: [AuditRule]
     public var clock: Clock
+    public var appServer: AppServerKind
     public var devices: [String]
     public var steps: [Step]
 }
@@ -70,6 +82,10 @@ extension Scenario {
         case "virtual": clock = .virtual
         default: throw fail("clock", "\"wall\" or \"virtual\"")
         }
+        guard let kind = AppServerKind(rawValue: o["app_server"]?.stringValue ?? "ccs") else {
+            throw fail("app_server", "\"ccs\" or \"http\"")
+        }
+        appServer = kind
         devices = []
         for (i, d) in (o["devices"]?.arrayValue ?? []).enumerated() {
             guard let n = d.stringValue, Self.isName(n) else { throw fail("devices[\(i)]", "a name of letters, digits, '-' and '_'") }
@@ -80,7 +96,9 @@ extension Scenario {
         guard let steps = o["steps"]?.arrayValue else { throw fail("steps", "an array is required") }
         self.steps = []
         for (i, s) in steps.enumerated() {
-            self.steps.append(try Self.step(s, path: "steps[\(i)]", devices: devices, fail: fail))
+            let step = try Self.step(s, path: "steps[\(i)]", devices: devices, fail: fail)
+            if case .send = step, appServer != .http { throw fail("steps[\(i)].send", "only in scenarios with \"app_server\": \"http\"") }
+            self.steps.append(step)
         }
     }
 
@@ -126,6 +144,18 @@ extension Scenario {
             let count = body["repeat"]?.intValue ?? 1
             guard (1...1000).contains(count) else { throw fail("\(p).repeat", "1 to 1000") }
             return .upstream(from: try device("from"), data: data, messageID: body["message_id"]?.stringValue, repeat: Int(count))
+        case "send":
+            var data: [String: String] = [:]
+            for (k, v) in body["data"]?.objectValue ?? [:] {
+                guard let s = v.stringValue else { throw fail("\(p).data.\(k)", "values are strings (FCM data)") }
+                data[k] = s
+            }
+            let pad = body["pad_bytes"]?.intValue ?? 0
+            guard (0...65_536).contains(pad) else { throw fail("\(p).pad_bytes", "0 to 65536") }
+            if let id = body["id"], !(id.stringValue.map(isName) ?? false) {
+                throw fail("\(p).id", "a name of letters, digits, '-' and '_'")
+            }
+            return .send(to: try device("to"), data: data, id: body["id"]?.stringValue, padBytes: Int(pad))
         case "expect_downstream":
             let count = body["count"]?.intValue ?? 1
             guard (1...10_000).contains(count) else { throw fail("\(p).count", "1 to 10000") }
@@ -155,7 +185,7 @@ extension Scenario {
         case "expect_audit":
             return .expectAudit(clean: try rules("clean"), broken: try rules("broken"))
         default:
-            throw fail(path, "unknown step \(kind): upstream, expect_downstream, expect_acked, fault, device, drain, expect_new_connection, advance_clock, wait, expect_audit")
+            throw fail(path, "unknown step \(kind): upstream, send, expect_downstream, expect_acked, fault, device, drain, expect_new_connection, advance_clock, wait, expect_audit")
         }
     }
 }

@@ -14,6 +14,7 @@ struct Steps {
     /// Connections that count as old for `expect_new_connection`.
     var known: Set<String>
     var upstreamCount = 0
+    var sendCount = 0
 
     init(runner: ConformanceRunner, emulator: Emulator, devices: [SimulatedDevice], appServer: AppServerProcess?,
          scenario: Scenario) {
@@ -29,6 +30,11 @@ struct Steps {
     var sender: String { runner.options.senderID }
 
     func device(_ name: String) -> SimulatedDevice { devices.first { $0.name == name }! }
+
+    /// `$name` stands for the token of the device called `name`; anything else is itself.
+    func substitute(_ value: String) -> String {
+        value.hasPrefix("$") ? (devices.first { "$" + $0.name == value }?.token ?? value) : value
+    }
 
     func fail(_ index: Int, _ step: Scenario.Step, _ text: String) -> ConformanceRunner.StepFailure {
         ConformanceRunner.StepFailure(description: "step \(index + 1) (\(Self.kind(step))): \(text)")
@@ -51,7 +57,7 @@ struct Steps {
         case .upstream(let from, let data, let messageID, let count):
             let d = device(from)
             var fields: [String: JSONValue] = [:]
-            for (k, v) in data { fields[k] = .string(v.hasPrefix("$") ? (devices.first { "$" + $0.name == v }?.token ?? v) : v) }
+            for (k, v) in data { fields[k] = .string(substitute(v)) }
             // A burst: every message goes out before any answer is awaited.
             var ids: [String] = []
             for _ in 0..<count {
@@ -70,9 +76,26 @@ struct Steps {
                     throw fail(i, step, "upstream \(id) was refused: \(d.answer(to: id)!.encoded())")
                 }
             }
+        case .send(let to, let data, let id, let padBytes):
+            sendCount += 1
+            var fields: [String: JSONValue] = data.mapValues { .string(substitute($0)) }
+            if padBytes > 0 { fields["pad"] = .string(String(repeating: "x", count: padBytes)) }
+            let request: JSONValue = .object(["send_to": .string(device(to).token), "data": .object(fields),
+                                              "id": .string(id ?? "send-\(sendCount)")])
+            guard let appServer else { throw fail(i, step, "no app server to write to (HTTP scenarios need --app-server-cmd)") }
+            guard appServer.writeLine(request.encoded()) else {
+                throw fail(i, step, appServer.isRunning ? "the app server closed its stdin"
+                                                        : "the app server exited (status \(appServer.exitStatus))")
+            }
         case .expectDownstream(let name, let count, let within):
             let d = device(name)
-            guard await runner.waitUntil(within, { d.unconsumed >= count }) else {
+            // An HTTP app server is not watched through a connection: its exit ends the wait at once.
+            let server = scenario.appServer == .http ? appServer : nil
+            guard await runner.waitUntil(within, { d.unconsumed >= count || server?.isRunning == false }),
+                  d.unconsumed >= count else {
+                if let server, !server.isRunning {
+                    throw fail(i, step, "the app server exited (status \(server.exitStatus)); device \(name) received \(d.unconsumed) of \(count) downstream message(s)")
+                }
                 throw fail(i, step, "device \(name) received \(d.unconsumed) of \(count) downstream message(s) within \(within) ms")
             }
             _ = d.take(count)
@@ -91,6 +114,8 @@ struct Steps {
         case .fault(let json):
             var fields = json.objectValue ?? [:]
             if fields["sender"] == nil { fields["sender"] = .string(sender) }
+            // A rule for one device's token: `"token": "$a"`.
+            if let token = fields["token"]?.stringValue { fields["token"] = .string(substitute(token)) }
             let rule: FaultRule
             do {
                 rule = try FaultRule(json: .object(fields), defaultID: engine.faults.nextRuleID())
@@ -145,6 +170,7 @@ struct Steps {
     static func kind(_ step: Scenario.Step) -> String {
         switch step {
         case .upstream: return "upstream"
+        case .send: return "send"
         case .expectDownstream: return "expect_downstream"
         case .expectAcked: return "expect_acked"
         case .fault: return "fault"

@@ -83,6 +83,7 @@ public struct FCMHTTPAPI: Sendable {
         let wallSeconds = Date().timeIntervalSince1970
         switch await exchange.exchange(form: form, engineNowMillis: engine.clock.nowMillis(), wallNowSeconds: wallSeconds) {
         case .success(let success):
+            auditTokenFetched(success.accessToken)
             var response = Self.json(success.json)
             response.headers[.cacheControl] = "no-cache, no-store, max-age=0, must-revalidate"
             return response

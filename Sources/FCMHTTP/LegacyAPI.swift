@@ -58,11 +58,20 @@ extension FCMHTTPAPI {
         let messageID = Self.newMessageID("http-")
         let decoded = isJSON ? LegacyMessageDecoder.decodeJSON(body, messageID: messageID)
                              : LegacyMessageDecoder.decodeForm(body, messageID: messageID)
+        let audited = engine.audit.isEnabled ? AuditedRequest(bodyDigest: AuditedRequest.digest(body)) : AuditedRequest()
         let sendRequest: LegacySendRequest
         switch decoded {
         case .failure(.badRequest(let reason)):
+            if let sender = legacyAuditSender(body: body, isJSON: isJSON, caller) {
+                auditRefusedRequest(api: "legacy", sender: sender, status: 400, request: audited)
+            }
             return Self.plainText(status: .badRequest, reason)
         case .failure(.messageError(let name, let count)):
+            if let sender = legacyAuditSender(body: body, isJSON: isJSON, caller) {
+                var refused = audited
+                if name == "MessageTooBig" || name == "InvalidDataKey" { refused.limit = name }
+                auditRefusedRequest(api: "legacy", sender: sender, status: 200, request: refused)
+            }
             return isJSON ? Self.legacyJSON(results: Array(repeating: .error(name), count: count))
                           : Self.plainText("Error=\(name)")
         case .success(let r):
@@ -77,7 +86,7 @@ extension FCMHTTPAPI {
         if let injected = injectedHTTPError(api: "legacy", sender: faultSender, target: sendRequest.target) {
             if let faultSender {
                 auditSend(api: "legacy", sender: faultSender, target: sendRequest.target, status: injected.status,
-                          retryAfter: injected.retryAfter)
+                          retryAfter: injected.retryAfter, request: audited)
             }
             return Self.injectedLegacyResponse(status: injected.status, retryAfter: injected.retryAfter)
         }
@@ -102,7 +111,7 @@ extension FCMHTTPAPI {
                     if case .accepted(_, _, let new?) = result { return (token, new) } else { return nil }
                 }
                 auditSend(api: "legacy", sender: sender, target: sendRequest.target, status: 200, unregistered: unregistered,
-                          canonical: canonical)
+                          canonical: canonical, request: audited)
             }
             if case .token = sendRequest.target, case .group(let outcome)? = results.first {
                 return Self.legacyGroupAnswer(outcome, isJSON: isJSON)
@@ -166,7 +175,7 @@ extension FCMHTTPAPI {
             }
             let results = await engineSend(SendRequest(sender: sender, target: sendRequest.target, message: sendRequest.message,
                                                        origin: SendOrigin(api: .legacy)))
-            auditSend(api: "legacy", sender: sender, target: sendRequest.target, status: 200)
+            auditSend(api: "legacy", sender: sender, target: sendRequest.target, status: 200, request: audited)
             switch results.first {
             case .fannedOut(let number)?:
                 // FCM answers a topic or condition send with a number, not a string.
@@ -180,8 +189,17 @@ extension FCMHTTPAPI {
         }
     }
 
-    /// JSON when the Content-Type says so, or when there is none and the body is a JSON object;
-    /// FCM reads everything else as the plain-text form.
+    /// Whom the audit holds to a request refused before it was decoded: the key's one sender, or the
+    /// sender of the first token the JSON body names (nil with the audit off, or when none can be told).
+    func legacyAuditSender(body: String, isJSON: Bool, _ caller: SenderChoice) -> String? {
+        guard engine.audit.isEnabled else { return nil }
+        if case .fixed(let sender) = caller { return sender }
+        guard isJSON, let json = try? JSONValue.parse(body),
+              let token = json["to"]?.stringValue ?? json["registration_ids"]?.arrayValue?.first?.stringValue
+        else { return nil }
+        return senders(for: [token], caller).first
+    }
+
     /// The body as text and whether it is JSON, or the 400 that refuses it.
     static func legacyBody(_ request: Request) async throws -> Result<(String, Bool), LegacyRefusal> {
         let kind = bodyKind(contentType: request.headers[.contentType])

@@ -9,13 +9,21 @@ import PlatformRendering
 /// HTTP v1: `POST /v1/projects/{project}/messages:send` with an access token from `/token`.
 extension FCMHTTPAPI {
     func v1Send(_ request: Request, project: String) async throws -> Response {
-        let grant = try bearerGrant(authorization: request.headers[.authorization])
+        let authorization = request.headers[.authorization]
+        let grant: AccessGrant
+        do {
+            grant = try bearerGrant(authorization: authorization)
+        } catch {
+            auditTokenRefused(authorization: authorization, project: project)
+            throw error
+        }
         try v1Check(grant: grant, project: project)
         guard let text = UTF8Body.text(try await request.collectBody(limit: Self.maximumBodyBytes)) else {
             throw GoogleError.invalidArgument("Invalid JSON payload received. \(UTF8Body.invalidMessage).", field: "",
                                               description: "invalid UTF-8")
         }
-        return Self.json(text: try await v1Send(project: project, body: text))
+        return Self.json(text: try await v1Send(project: project, body: text,
+                                                accessTokenID: auditedTokenID(authorization: authorization)))
     }
 
     /// Scope and project checks, before the body is read.
@@ -36,16 +44,29 @@ extension FCMHTTPAPI {
 
     /// One `messages:send` once the caller is known to be allowed (`v1Check`): shared by the route
     /// and by each part of `/batch`. Answers the success body (`{"name":…}`).
-    func v1Send(project: String, body text: String) async throws(GoogleError) -> String {
+    func v1Send(project: String, body text: String, accessTokenID: String? = nil) async throws(GoogleError) -> String {
         let choice = try senderChoice(project: project).get()
-        let body: JSONValue
-        do throws(JSONParseError) {
-            body = try JSONValue.parse(text)
+        let audited = engine.audit.isEnabled
+            ? AuditedRequest(bodyDigest: AuditedRequest.digest(text), accessTokenID: accessTokenID) : AuditedRequest()
+        let send: V1SendRequest
+        do throws(GoogleError) {
+            let body: JSONValue
+            do throws(JSONParseError) {
+                body = try JSONValue.parse(text)
+            } catch {
+                throw GoogleError.invalidArgument("Invalid JSON payload received. \(error.description).", field: "",
+                                                  description: "the body is not valid JSON")
+            }
+            send = try V1MessageDecoder.decode(body, messageID: Self.newMessageID("http-")).get()
         } catch {
-            throw GoogleError.invalidArgument("Invalid JSON payload received. \(error.description).", field: "",
-                                              description: "the body is not valid JSON")
+            // Refused before its token was read: a project that names one sender still answers for it.
+            if engine.audit.isEnabled, case .fixed(let sender) = choice {
+                var refused = audited
+                refused.limit = error.brokenLimit
+                auditRefusedRequest(api: "v1", sender: sender, status: Int(error.status.code), request: refused)
+            }
+            throw error
         }
-        let send = try V1MessageDecoder.decode(body, messageID: Self.newMessageID("http-")).get()
 
         let sender: String
         switch send.target {
@@ -68,11 +89,11 @@ extension FCMHTTPAPI {
                 throw GoogleError.quotaExceeded(retryAfterMillis: wait)
             }
             let answer = try await v1Deliver(send, sender: sender, project: project)
-            auditSend(api: "v1", sender: sender, target: send.target, status: 200)
+            auditSend(api: "v1", sender: sender, target: send.target, status: 200, request: audited)
             return answer
         } catch {
             auditSend(api: "v1", sender: sender, target: send.target, status: Int(error.status.code), retryAfter: error.retryAfter,
-                      unregistered: error.fcmErrorCode == "UNREGISTERED" ? Self.tokens(of: send.target) : [])
+                      unregistered: error.fcmErrorCode == "UNREGISTERED" ? Self.tokens(of: send.target) : [], request: audited)
             throw error
         }
     }

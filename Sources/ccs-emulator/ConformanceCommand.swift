@@ -15,7 +15,8 @@ struct ConformanceRun: AsyncParsableCommand {
         commandName: "run",
         abstract: "Run scenarios against an app server; exit status 0 only when every scenario passed.",
         discussion: """
-            Each SUITE is `builtin` (the built-in suite), a scenario file (.json: one scenario or an array), or a \
+            Each SUITE is `builtin` (the built-in suite for CCS app servers), `builtin-http` (the one for HTTP v1 \
+            and legacy app servers), a scenario file (.json: one scenario or an array), or a \
             directory of them. For each scenario the runner starts a fresh emulator on 127.0.0.1 (state reset, \
             same CA), registers and connects the scenario's devices, starts --app-server-cmd with CCS_HOST, \
             CCS_PORT, CCS_SENDER_ID, CCS_SERVER_KEY, CCS_CA_FILE, FCM_HTTP_URL and CONFORMANCE_TOKENS in its \
@@ -23,16 +24,22 @@ struct ConformanceRun: AsyncParsableCommand {
             then SIGKILL after 5 s). In test mode the app server must answer an upstream message whose data has \
             send_to: TOKEN with one downstream message to TOKEN; nothing else is asked of it.
 
+            HTTP scenarios ("app_server": "http", the builtin-http suite) wait for no connection: the runner \
+            writes each send request to the app server's stdin as a JSON line {"send_to": TOKEN, "data": {...}, \
+            "id": ID}, and adds GOOGLE_APPLICATION_CREDENTIALS, FCM_PROJECT_ID, FCM_SERVER_KEY, HTTPS_PROXY, \
+            SSL_CERT_FILE and REQUESTS_CA_BUNDLE to the environment.
+
             Without --app-server-cmd the runner waits for an app server you run yourself: give fixed ports \
             (--ccs-port, --http-port) and --sender-id/--server-key, and start it with the printed environment; \
             it must reconnect when a scenario ends (every scenario has a fresh emulator).
 
             Example: ccs-emulator conformance run builtin --app-server-cmd "python3 my_app_server.py" --junit conformance.xml
+            Example: ccs-emulator conformance run builtin-http --app-server-cmd "python3 my_v1_sender.py" --junit conformance.xml
             """)
 
-    @Argument(help: "builtin, scenario files (.json) or directories of them.")
+    @Argument(help: "builtin, builtin-http, scenario files (.json) or directories of them.")
     var suites: [String] = []
-    @Option(help: "Also run this suite (builtin, a file or a directory); the same as a SUITE argument.")
+    @Option(help: "Also run this suite (builtin, builtin-http, a file or a directory); the same as a SUITE argument.")
     var suite: [String] = []
     @Option(help: "The app server under test, run with /bin/sh -c for each scenario.")
     var appServerCmd: String?
@@ -54,7 +61,7 @@ struct ConformanceRun: AsyncParsableCommand {
     var startupTimeout = 30
 
     func validate() throws {
-        guard !(suites + suite).isEmpty else { throw ValidationError("name at least one SUITE: builtin, a file or a directory") }
+        guard !(suites + suite).isEmpty else { throw ValidationError("name at least one SUITE: builtin, builtin-http, a file or a directory") }
         guard (1...600).contains(startupTimeout) else { throw ValidationError("--startup-timeout must be 1 to 600 seconds") }
         for (name, port) in [("--ccs-port", ccsPort), ("--http-port", httpPort)] where !(0...65535).contains(port) {
             throw ValidationError("\(name) must be 0 to 65535")
@@ -110,14 +117,15 @@ struct ConformanceRun: AsyncParsableCommand {
     }
 
     static func suiteName(_ name: String) -> String {
-        name == BuiltinSuite.name ? name : URL(fileURLWithPath: name).deletingPathExtension().lastPathComponent
+        [BuiltinSuite.name, BuiltinHTTPSuite.name].contains(name) ? name : URL(fileURLWithPath: name).deletingPathExtension().lastPathComponent
     }
 
     static func load(_ name: String) throws -> [Scenario] {
         if name == BuiltinSuite.name { return try BuiltinSuite.scenarios() }
+        if name == BuiltinHTTPSuite.name { return try BuiltinHTTPSuite.scenarios() }
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: name, isDirectory: &isDirectory) else {
-            throw ValidationError("\(name): no such file or directory (and not \"builtin\")")
+            throw ValidationError("\(name): no such file or directory (and not \"builtin\" or \"builtin-http\")")
         }
         if isDirectory.boolValue {
             let files = try FileManager.default.contentsOfDirectory(atPath: name).filter { $0.hasSuffix(".json") }.sorted()
@@ -144,16 +152,19 @@ struct ConformanceRun: AsyncParsableCommand {
 struct ConformanceShow: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "show",
-        abstract: "Print the built-in suite's scenarios (JSON), as a start for your own.")
+        abstract: "Print a built-in suite's scenarios (JSON), as a start for your own.")
 
-    @Argument(help: "builtin")
+    @Argument(help: "builtin or builtin-http")
     var suite = BuiltinSuite.name
 
     func validate() throws {
-        guard suite == BuiltinSuite.name else { throw ValidationError("only \"builtin\" can be shown") }
+        guard [BuiltinSuite.name, BuiltinHTTPSuite.name].contains(suite) else {
+            throw ValidationError("only \"builtin\" and \"builtin-http\" can be shown")
+        }
     }
 
     func run() throws {
-        print(BuiltinSuite.json.trimmingCharacters(in: .whitespacesAndNewlines))
+        let json = suite == BuiltinHTTPSuite.name ? BuiltinHTTPSuite.json : BuiltinSuite.json
+        print(json.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }

@@ -106,6 +106,71 @@ final class TestClock: Sendable {
         a.httpSend(sender: "1", api: "v1", targetKey: "token:t", tokens: ["t"], status: 404, retryAfterSeconds: nil, unregistered: ["t"])
         #expect(rules(a) == [.retryBackoff, .dropUnregistered])
         #expect(a.findings(sender: "2").isEmpty)
+        // Findings about HTTP requests cite Google's public pages, not the CCS spec.
+        #expect(a.findings().allSatisfy { $0.source == $0.rule.httpSource && $0.source.hasPrefix("https://") })
+        let listed = a.report()["rules"]?.arrayValue?.first { $0["id"] == "retry-backoff" }
+        #expect(listed?["http_source"]?.stringValue == AuditRule.retryBackoff.httpSource)
+    }
+
+    /// A 400 remembers the request's body: the same body again is the finding, another body keeps the rule.
+    @Test func httpInvalidRequestsAreNotSentAgain() {
+        let a = audit
+        a.httpSend(sender: "1", api: "v1", targetKey: "token:t", tokens: ["t"], status: 400, retryAfterSeconds: nil,
+                   unregistered: [], bodyDigest: 7)
+        a.httpSend(sender: "1", api: "v1", targetKey: "token:t", tokens: ["t"], status: 200, retryAfterSeconds: nil,
+                   unregistered: [], bodyDigest: 8)
+        #expect(rules(a).isEmpty)
+        clock.advance(5_000)
+        a.httpSend(sender: "1", api: "v1", targetKey: "token:t", tokens: ["t"], status: 200, retryAfterSeconds: nil,
+                   unregistered: [], bodyDigest: 7, accessToken: "…abc")
+        #expect(rules(a) == [.noRetryInvalid])
+        let finding = a.findings(sender: "1")[0]
+        #expect(finding.evidence.map(\.at) == [1_000_000, 1_005_000])
+        #expect(finding.evidence[1].what.contains("access token …abc") && finding.evidence[1].what.contains("answered 200"))
+        #expect(a.findings(sender: "2").isEmpty)
+    }
+
+    @Test func httpMessagesOverTheLimits() {
+        let a = audit
+        a.httpSend(sender: "1", api: "legacy", targetKey: "token:t", tokens: ["t"], status: 200, retryAfterSeconds: nil, unregistered: [])
+        #expect(rules(a).isEmpty)
+        a.httpSend(sender: "1", api: "legacy", targetKey: "x", tokens: [], status: 200, retryAfterSeconds: nil, unregistered: [],
+                   limit: "MessageTooBig")
+        #expect(rules(a) == [.messageLimits])
+        #expect(a.findings(sender: "1")[0].text.contains("MessageTooBig"))
+    }
+
+    /// One token serves many sends; a new one while the last had long to live is the finding; after
+    /// a 401 a new one is expected, and the refused one presented again is the finding.
+    @Test func accessTokensAreReusedAndRefreshed() {
+        let a = audit
+        let hour: Int64 = 3_599_000
+        a.accessTokenFetched(sender: "1", id: "…t1", expiresAtMillis: clock.now() + hour)
+        for _ in 0..<3 {
+            a.httpSend(sender: "1", api: "v1", targetKey: "token:t", tokens: ["t"], status: 200, retryAfterSeconds: nil,
+                       unregistered: [], accessToken: "…t1")
+        }
+        #expect(rules(a).isEmpty)
+        #expect(a.report()["senders"]?.arrayValue?.first?["rules"]?["reuse-access-token"]?["kept"] == .int(3))
+
+        // Near its expiry a new token is fine; an hour early it is not.
+        clock.advance(hour - a.limits.tokenRefreshMarginMillis + 1)
+        a.accessTokenFetched(sender: "1", id: "…t2", expiresAtMillis: clock.now() + hour)
+        #expect(rules(a).isEmpty)
+        a.accessTokenFetched(sender: "1", id: "…t3", expiresAtMillis: clock.now() + hour)
+        #expect(rules(a) == [.reuseAccessToken])
+
+        // Refused: a new token is fetched and used (kept); the old one again is the finding.
+        let b = audit
+        b.accessTokenFetched(sender: "1", id: "…t1", expiresAtMillis: clock.now() + hour)
+        b.accessTokenRefused(sender: "1", id: "…t1", api: "v1")
+        b.accessTokenFetched(sender: "1", id: "…t2", expiresAtMillis: clock.now() + hour)
+        b.httpSend(sender: "1", api: "v1", targetKey: "token:t", tokens: ["t"], status: 200, retryAfterSeconds: nil,
+                   unregistered: [], accessToken: "…t2")
+        #expect(rules(b).isEmpty)
+        #expect(b.report()["senders"]?.arrayValue?.first?["rules"]?["refresh-access-token"]?["kept"] == .int(1))
+        b.accessTokenRefused(sender: "1", id: "…t1", api: "v1")
+        #expect(rules(b) == [.refreshAccessToken])
     }
 
     /// CCS's own DEVICE_UNREGISTERED marks the token, and the next send to it on any connection of

@@ -12,8 +12,35 @@ import Testing
         let suite = try BuiltinSuite.scenarios()
         #expect(suite.count >= 9)
         #expect(Set(suite.map(\.name)).count == suite.count, "names are unique")
-        let judged = Set(suite.flatMap(\.rules))
+        // Between them, the CCS suite and the HTTP suite judge every rule.
+        let http = try BuiltinHTTPSuite.scenarios()
+        let judged = Set((suite + http).flatMap(\.rules))
         #expect(judged == Set(AuditRule.allCases), "missing: \(Set(AuditRule.allCases).subtracting(judged))")
+        #expect(suite.allSatisfy { $0.appServer == .ccs })
+    }
+
+    @Test func theHTTPSuiteIsForHTTPAppServers() throws {
+        let suite = try BuiltinHTTPSuite.scenarios()
+        #expect(suite.count >= 10 && Set(suite.map(\.name)).count == suite.count)
+        #expect(suite.allSatisfy { $0.appServer == .http && $0.name.hasPrefix("http-") })
+        let http: Set<AuditRule> = [.retryBackoff, .noRetryInvalid, .dropUnregistered, .useCanonicalID, .reuseAccessToken,
+                                    .refreshAccessToken, .messageLimits]
+        #expect(Set(suite.flatMap(\.rules)) == http)
+        // Every HTTP-only rule cites a public page.
+        for rule in [AuditRule.noRetryInvalid, .reuseAccessToken, .refreshAccessToken, .messageLimits] {
+            #expect(rule.source.hasPrefix("https://"), "\(rule)")
+        }
+    }
+
+    @Test func parsesSendSteps() throws {
+        let s = try scenario("""
+            {"name":"h","app_server":"http","devices":["a"],"steps":[
+              {"send":{"to":"a","data":{"k":"v"},"id":"x1","pad_bytes":10}},
+              {"send":{"to":"a"}}
+            ]}
+            """)
+        #expect(s.appServer == .http)
+        #expect(s.steps == [.send(to: "a", data: ["k": "v"], id: "x1", padBytes: 10), .send(to: "a", data: [:], id: nil, padBytes: 0)])
     }
 
     @Test func parsesEveryStepKind() throws {
@@ -61,6 +88,11 @@ import Testing
         (#"{"name":"x","devices":["a"],"steps":[{"expect_downstream":{"device":"a","within_ms":-1}}]}"#, "within_ms"),
         (#"{"name":"x","steps":[{"advance_clock":{"ms":-5}}]}"#, "steps[0].advance_clock.ms"),
         (#"{"name":"x","steps":[{"expect_audit":{"clean":["x"]}}]}"#, "clean[0]"),
+        (#"{"name":"x","app_server":"smtp","steps":[]}"#, "app_server"),
+        (#"{"name":"x","devices":["a"],"steps":[{"send":{"to":"a"}}]}"#, "steps[0].send"),
+        (#"{"name":"x","app_server":"http","devices":["a"],"steps":[{"send":{"to":"z"}}]}"#, "steps[0].send.to"),
+        (#"{"name":"x","app_server":"http","devices":["a"],"steps":[{"send":{"to":"a","pad_bytes":70000}}]}"#, "pad_bytes"),
+        (#"{"name":"x","app_server":"http","devices":["a"],"steps":[{"send":{"to":"a","id":"a b"}}]}"#, "steps[0].send.id"),
     ])
     func refusesBadScenarios(text: String, path: String) throws {
         do {
