@@ -55,50 +55,11 @@ struct Steps {
     mutating func perform(_ step: Scenario.Step, index i: Int) async throws {
         switch step {
         case .upstream(let from, let data, let messageID, let count):
-            let d = device(from)
-            var fields: [String: JSONValue] = [:]
-            for (k, v) in data { fields[k] = .string(substitute(v)) }
-            // A burst: every message goes out before any answer is awaited.
-            var ids: [String] = []
-            for _ in 0..<count {
-                upstreamCount += 1
-                let id = count == 1 ? (messageID ?? "up-\(upstreamCount)") : "\(messageID ?? "up")-\(upstreamCount)"
-                let message: JSONValue = .object(["to": .string("\(sender)@gcm.googleapis.com"), "message_id": .string(id),
-                                                   "data": .object(fields)])
-                guard d.sendUpstream(message) else { throw fail(i, step, "device \(from) is not connected") }
-                ids.append(id)
-            }
-            for id in ids {
-                guard await runner.waitUntil(10_000, { d.answer(to: id) != nil }) else {
-                    throw fail(i, step, "the emulator did not answer upstream \(id) from device \(from)")
-                }
-                if d.answer(to: id)?["message_type"]?.stringValue != "sent" {
-                    throw fail(i, step, "upstream \(id) was refused: \(d.answer(to: id)!.encoded())")
-                }
-            }
+            try await upstream(from: from, data: data, messageID: messageID, count: count, step: step, index: i)
         case .send(let to, let data, let id, let padBytes):
-            sendCount += 1
-            var fields: [String: JSONValue] = data.mapValues { .string(substitute($0)) }
-            if padBytes > 0 { fields["pad"] = .string(String(repeating: "x", count: padBytes)) }
-            let request: JSONValue = .object(["send_to": .string(device(to).token), "data": .object(fields),
-                                              "id": .string(id ?? "send-\(sendCount)")])
-            guard let appServer else { throw fail(i, step, "no app server to write to (HTTP scenarios need --app-server-cmd)") }
-            guard appServer.writeLine(request.encoded()) else {
-                throw fail(i, step, appServer.isRunning ? "the app server closed its stdin"
-                                                        : "the app server exited (status \(appServer.exitStatus))")
-            }
+            try send(to: to, data: data, id: id, padBytes: padBytes, step: step, index: i)
         case .expectDownstream(let name, let count, let within):
-            let d = device(name)
-            // An HTTP app server is not watched through a connection: its exit ends the wait at once.
-            let server = scenario.appServer == .http ? appServer : nil
-            guard await runner.waitUntil(within, { d.unconsumed >= count || server?.isRunning == false }),
-                  d.unconsumed >= count else {
-                if let server, !server.isRunning {
-                    throw fail(i, step, "the app server exited (status \(server.exitStatus)); device \(name) received \(d.unconsumed) of \(count) downstream message(s)")
-                }
-                throw fail(i, step, "device \(name) received \(d.unconsumed) of \(count) downstream message(s) within \(within) ms")
-            }
-            _ = d.take(count)
+            try await expectDownstream(name: name, count: count, within: within, step: step, index: i)
         case .expectAcked(let within):
             // First every device's ACKs must have reached the emulator and their writes (and so the
             // receipts they make) be done; then nothing may be left unACKed by the app server.
@@ -165,6 +126,60 @@ struct Steps {
                 throw fail(i, step, "\(rule.rawValue) was expected to be broken and was kept")
             }
         }
+    }
+
+    /// A burst of upstream messages from one device: every message goes out before any answer is awaited.
+    private mutating func upstream(from: String, data: [String: String], messageID: String?, count: Int,
+                                   step: Scenario.Step, index i: Int) async throws {
+        let d = device(from)
+        var fields: [String: JSONValue] = [:]
+        for (k, v) in data { fields[k] = .string(substitute(v)) }
+        var ids: [String] = []
+        for _ in 0..<count {
+            upstreamCount += 1
+            let id = count == 1 ? (messageID ?? "up-\(upstreamCount)") : "\(messageID ?? "up")-\(upstreamCount)"
+            let message: JSONValue = .object(["to": .string("\(sender)@gcm.googleapis.com"), "message_id": .string(id),
+                                               "data": .object(fields)])
+            guard d.sendUpstream(message) else { throw fail(i, step, "device \(from) is not connected") }
+            ids.append(id)
+        }
+        for id in ids {
+            guard await runner.waitUntil(10_000, { d.answer(to: id) != nil }) else {
+                throw fail(i, step, "the emulator did not answer upstream \(id) from device \(from)")
+            }
+            if d.answer(to: id)?["message_type"]?.stringValue != "sent" {
+                throw fail(i, step, "upstream \(id) was refused: \(d.answer(to: id)!.encoded())")
+            }
+        }
+    }
+
+    /// One send request written to an HTTP app server's stdin.
+    private mutating func send(to: String, data: [String: String], id: String?, padBytes: Int,
+                               step: Scenario.Step, index i: Int) throws {
+        sendCount += 1
+        var fields: [String: JSONValue] = data.mapValues { .string(substitute($0)) }
+        if padBytes > 0 { fields["pad"] = .string(String(repeating: "x", count: padBytes)) }
+        let request: JSONValue = .object(["send_to": .string(device(to).token), "data": .object(fields),
+                                          "id": .string(id ?? "send-\(sendCount)")])
+        guard let appServer else { throw fail(i, step, "no app server to write to (HTTP scenarios need --app-server-cmd)") }
+        guard appServer.writeLine(request.encoded()) else {
+            throw fail(i, step, appServer.isRunning ? "the app server closed its stdin"
+                                                    : "the app server exited (status \(appServer.exitStatus))")
+        }
+    }
+
+    private func expectDownstream(name: String, count: Int, within: Int, step: Scenario.Step, index i: Int) async throws {
+        let d = device(name)
+        // An HTTP app server is not watched through a connection: its exit ends the wait at once.
+        let server = scenario.appServer == .http ? appServer : nil
+        guard await runner.waitUntil(within, { d.unconsumed >= count || server?.isRunning == false }),
+              d.unconsumed >= count else {
+            if let server, !server.isRunning {
+                throw fail(i, step, "the app server exited (status \(server.exitStatus)); device \(name) received \(d.unconsumed) of \(count) downstream message(s)")
+            }
+            throw fail(i, step, "device \(name) received \(d.unconsumed) of \(count) downstream message(s) within \(within) ms")
+        }
+        _ = d.take(count)
     }
 
     static func kind(_ step: Scenario.Step) -> String {
