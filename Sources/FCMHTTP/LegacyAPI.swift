@@ -61,19 +61,8 @@ extension FCMHTTPAPI {
         let audited = engine.audit.isEnabled ? AuditedRequest(bodyDigest: AuditedRequest.digest(body)) : AuditedRequest()
         let sendRequest: LegacySendRequest
         switch decoded {
-        case .failure(.badRequest(let reason)):
-            if let sender = legacyAuditSender(body: body, isJSON: isJSON, caller) {
-                auditRefusedRequest(api: "legacy", sender: sender, status: 400, request: audited)
-            }
-            return Self.plainText(status: .badRequest, reason)
-        case .failure(.messageError(let name, let count)):
-            if let sender = legacyAuditSender(body: body, isJSON: isJSON, caller) {
-                var refused = audited
-                if name == "MessageTooBig" || name == "InvalidDataKey" { refused.limit = name }
-                auditRefusedRequest(api: "legacy", sender: sender, status: 200, request: refused)
-            }
-            return isJSON ? Self.legacyJSON(results: Array(repeating: .error(name), count: count))
-                          : Self.plainText("Error=\(name)")
+        case .failure(let error):
+            return answerRefused(error, body: body, isJSON: isJSON, caller: caller, audited: audited)
         case .success(let r):
             sendRequest = r
         }
@@ -189,6 +178,25 @@ extension FCMHTTPAPI {
         }
     }
 
+    /// The answer to a body that did not decode, told to the audit as the sender's request.
+    func answerRefused(_ error: LegacyRefusal, body: String, isJSON: Bool, caller: SenderChoice,
+                       audited: AuditedRequest) -> Response {
+        let sender = legacyAuditSender(body: body, isJSON: isJSON, caller)
+        switch error {
+        case .badRequest(let reason):
+            if let sender { auditRefusedRequest(api: "legacy", sender: sender, status: 400, request: audited) }
+            return Self.plainText(status: .badRequest, reason)
+        case .messageError(let name, let count):
+            if let sender {
+                var refused = audited
+                if name == "MessageTooBig" || name == "InvalidDataKey" { refused.limit = name }
+                auditRefusedRequest(api: "legacy", sender: sender, status: 200, request: refused)
+            }
+            return isJSON ? Self.legacyJSON(results: Array(repeating: .error(name), count: count))
+                          : Self.plainText("Error=\(name)")
+        }
+    }
+
     /// Whom the audit holds to a request refused before it was decoded: the key's one sender, or the
     /// sender of the first token the JSON body names (nil with the audit off, or when none can be told).
     func legacyAuditSender(body: String, isJSON: Bool, _ caller: SenderChoice) -> String? {
@@ -201,18 +209,19 @@ extension FCMHTTPAPI {
     }
 
     /// The body as text and whether it is JSON, or the 400 that refuses it.
-    static func legacyBody(_ request: Request) async throws -> Result<(String, Bool), LegacyRefusal> {
+    static func legacyBody(_ request: Request) async throws -> Result<(String, Bool), LegacyBodyRefusal> {
         let kind = bodyKind(contentType: request.headers[.contentType])
         if case .unsupported(let type) = kind {
-            return .failure(LegacyRefusal(response: plainText(status: .badRequest, "Content-Type \(type) is not supported: send application/json, or application/x-www-form-urlencoded;charset=UTF-8 for the plain-text form")))
+            return .failure(LegacyBodyRefusal(response: plainText(status: .badRequest, "Content-Type \(type) is not supported: send application/json, or application/x-www-form-urlencoded;charset=UTF-8 for the plain-text form")))
         }
         guard let body = UTF8Body.text(try await request.collectBody(limit: maximumBodyBytes)) else {
-            return .failure(LegacyRefusal(response: plainText(status: .badRequest, "JSON_PARSING_ERROR: \(UTF8Body.invalidMessage)")))
+            return .failure(LegacyBodyRefusal(response: plainText(status: .badRequest, "JSON_PARSING_ERROR: \(UTF8Body.invalidMessage)")))
         }
         return .success((body, kind == .json || (kind == .sniffed && body.drop(while: \.isWhitespace).first == "{")))
     }
 
-    struct LegacyRefusal: Error {
+    /// A body refused before it was decoded (its Content-Type, its bytes).
+    struct LegacyBodyRefusal: Error {
         let response: Response
     }
 
