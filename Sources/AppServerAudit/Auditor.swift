@@ -100,6 +100,9 @@ public final class Auditor: Sendable {
     }
 
     let state = Locked(State())
+    /// HTTP send requests received and not yet answered: a report read while one is open could miss
+    /// what its answer tells the audit (the conformance runner waits for none before it reads).
+    private let openRequests = Locked(0)
     let now: @Sendable () -> Int64
     public let limits: Limits
     /// Off (`serve --audit off`, for load tests): every event is ignored and the report is empty.
@@ -110,6 +113,17 @@ public final class Auditor: Sendable {
         self.isEnabled = enabled
         self.now = now
     }
+
+    /// Counts one HTTP send request from its arrival to its answer, whatever the answer is.
+    public func whileHTTPRequestOpen<T>(_ body: () async throws -> T) async rethrows -> T {
+        guard isEnabled else { return try await body() }
+        openRequests.withLock { $0 += 1 }
+        defer { openRequests.withLock { $0 -= 1 } }
+        return try await body()
+    }
+
+    /// How many HTTP send requests are being answered now.
+    public var openHTTPRequests: Int { openRequests.withLock { $0 } }
 
     // MARK: events (CCS)
 

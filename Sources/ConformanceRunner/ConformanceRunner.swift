@@ -112,6 +112,9 @@ public final class ConformanceRunner: Sendable {
             } catch {
                 failure = "\(error)"
             }
+            // A send answered after the scenario's last fact (its delivery can come first) still
+            // counts: its answer is what tells the audit about it.
+            _ = await waitUntil(options.startupTimeoutMillis) { emulator.engine.audit.openHTTPRequests == 0 }
             findings = emulator.engine.audit.findings(sender: options.senderID)
             await appServer?.stop()
             log = appServer?.logTail() ?? ""
