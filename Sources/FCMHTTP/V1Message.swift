@@ -63,8 +63,45 @@ enum V1MessageDecoder {
             throw .invalidArgument("Recipient of the message is not set: the body has no \"message\" (message).", field: "message",
                                    description: "message is required")
         }
+        let target = try decodeTarget(message)
+        let sharedData = try message.stringMap("data")
+        let notification = try message.object("notification", known: notificationFields)
+        try notification?.strings(notificationFields)
+        // The field groups in the order Google's parser reports them.
+        var android: AndroidConfig?
+        if let fields = try message.object("android", known: androidFields) { android = try AndroidConfig(fields) }
+        var apns: APNsConfig?
+        if let fields = try message.object("apns", known: apnsFields) { apns = try APNsConfig(fields) }
+        var webpushJSON: JSONValue?
+        if let fields = try message.object("webpush", known: webpushFields) { webpushJSON = try decodeWebpush(fields) }
+        if let options = try message.object("fcm_options", known: optionsFields) { try checkAnalyticsLabel(options) }
 
-        // Exactly one target.
+        var data = sharedData
+        if let androidData = android?.data { data = (data ?? [:]).merging(androidData) { _, android in android } }
+        try checkReservedKeys(data)
+        var notificationJSON: JSONValue?
+        if notification != nil || android?.notification != nil {
+            let merged = (notification?.object ?? [:]).merging(android?.notification?.object ?? [:]) { _, android in android }
+            notificationJSON = .object(merged)
+        }
+        let bytes = DownstreamMessage.payloadBytes(data: data, notification: notificationJSON)
+        if bytes > DownstreamMessage.maximumPayloadBytes {
+            throw .invalidArgument("Message is too big (message.data and message.notification): \(bytes) bytes, the limit is \(DownstreamMessage.maximumPayloadBytes)",
+                                   field: "message", description: "message is too big")
+        }
+
+        var canonical = Message(messageID: messageID, collapseKey: android?.collapseKey, priority: android?.priority ?? apns?.priority,
+                                timeToLive: android?.timeToLive ?? Message.maximumTimeToLive, dryRun: validateOnly, data: data,
+                                notification: notificationJSON, restrictedPackageName: android?.restrictedPackageName,
+                                android: android?.json, apns: apns?.json, webpush: webpushJSON)
+        // iOS and web see the cross-platform fields without android's overrides (null / {}: none).
+        if android?.notification != nil { canonical.sharedNotification = notification.map { .object($0.object) } ?? .null }
+        if data != sharedData { canonical.sharedData = sharedData ?? [:] }
+        return V1SendRequest(message: canonical, target: target, validateOnly: validateOnly)
+    }
+
+    /// Exactly one of `token`, `topic` and `condition`, checked.
+    static func decodeTarget(_ message: Fields) throws(GoogleError) -> Target {
         let token = try message.string("token").flatMap { $0.isEmpty ? nil : $0 }
         let topic = try message.string("topic").flatMap { $0.isEmpty ? nil : $0 }
         let condition = try message.string("condition").flatMap { $0.allSatisfy(\.isWhitespace) ? nil : $0 }
@@ -77,157 +114,49 @@ enum V1MessageDecoder {
             throw .invalidArgument("Invalid JSON payload received. Oneof field 'target' is already set. Cannot set 'message.\(given[1].0)' (message.\(given[0].0) is set).",
                                    field: "message.\(given[1].0)", description: "only one of token, topic and condition may be set")
         }
-        let target: Target
-        if let token {
-            target = .token(token)
-        } else if var name = topic {
+        if let token { return .token(token) }
+        if var name = topic {
             if name.hasPrefix(DownstreamTarget.topicPrefix) { name.removeFirst(DownstreamTarget.topicPrefix.count) }
             guard DownstreamTarget.isValidTopicName(name) else {
                 throw .invalidArgument("Invalid value at 'message.topic': topic names match [a-zA-Z0-9-_.~%]+, got \(JSONValue.string(String(name.prefix(200))).encoded())",
                                        field: "message.topic", description: "malformed topic name")
             }
-            target = .topic(name)
-        } else {
-            let source = condition!
-            do throws(TopicConditionError) {
-                _ = try TopicCondition.parse(source)
-            } catch {
-                throw .invalidArgument("Invalid value at 'message.condition': \(error.reason)", field: "message.condition",
-                                       description: error.reason)
-            }
-            target = .condition(source)
+            return .topic(name)
         }
-
-        var data = try message.stringMap("data")
-        let sharedData = data
-        let notification = try message.object("notification", known: notificationFields)
-        try notification?.strings(notificationFields)
-
-        var androidJSON: JSONValue?
-        var collapseKey: String?
-        var priority: Priority?
-        var timeToLive: Int?
-        var restrictedPackageName: String?
-        var androidNotification: Fields?
-        if let android = try message.object("android", known: androidFields) {
-            androidJSON = .object(android.object)
-            collapseKey = try android.string("collapse_key").flatMap { $0.isEmpty ? nil : $0 }
-            if let raw = try android.string("priority") {
-                switch raw.uppercased() {
-                case "NORMAL": priority = .normal
-                case "HIGH": priority = .high
-                case "": break
-                default:
-                    throw .invalidArgument("Invalid value at 'message.android.priority' (type.googleapis.com/google.firebase.fcm.v1.AndroidMessagePriority), \(JSONValue.string(String(raw.prefix(100))).encoded()): must be NORMAL or HIGH",
-                                           field: "message.android.priority", description: "must be NORMAL or HIGH")
-                }
-            }
-            if let raw = try android.string("ttl") {
-                timeToLive = try timeToLiveSeconds(raw, field: "message.android.ttl")
-            }
-            restrictedPackageName = try android.string("restricted_package_name").flatMap { $0.isEmpty ? nil : $0 }
-            if let androidData = try android.stringMap("data") {
-                data = (data ?? [:]).merging(androidData) { _, android in android }
-            }
-            androidNotification = try android.object("notification", known: androidNotificationStrings
-                .union(androidNotificationStringArrays).union(androidNotificationBools)
-                .union(androidNotificationObjects).union(androidNotificationInts))
-            if let n = androidNotification {
-                try n.strings(androidNotificationStrings)
-                for name in androidNotificationStringArrays { _ = try n.stringArray(name) }
-                for name in androidNotificationBools { _ = try n.bool(name) }
-                for name in androidNotificationObjects { _ = try n.object(name, known: nil) }
-                for name in androidNotificationInts { _ = try n.int(name) }
-                if let color = try n.string("color"), !isColor(color) {
-                    throw .invalidArgument("Invalid value at 'message.android.notification.color': color must be in the form #RRGGBB, got \(JSONValue.string(String(color.prefix(40))).encoded())",
-                                           field: "message.android.notification.color", description: "color must be in the form #RRGGBB")
-                }
-            }
-            _ = try android.bool("direct_boot_ok")
-            _ = try android.bool("bandwidth_constrained_ok")
-            _ = try android.bool("restricted_satellite_ok")
-            if let options = try android.object("fcm_options", known: optionsFields) { try checkAnalyticsLabel(options) }
+        let source = condition!
+        do throws(TopicConditionError) {
+            _ = try TopicCondition.parse(source)
+        } catch {
+            throw .invalidArgument("Invalid value at 'message.condition': \(error.reason)", field: "message.condition",
+                                   description: error.reason)
         }
-
-        var apnsJSON: JSONValue?
-        if let apns = try message.object("apns", known: apnsFields) {
-            apnsJSON = .object(apns.object)
-            if let headers = try apns.stringMap("headers") {
-                if let value = headers["apns-priority"] {
-                    switch value {
-                    case "10": priority = priority ?? .high
-                    case "5", "1": priority = priority ?? .normal
-                    default:
-                        throw .invalidArgument("Invalid value at 'message.apns.headers[\"apns-priority\"]': must be \"10\", \"5\" or \"1\", got \(JSONValue.string(String(value.prefix(40))).encoded())",
-                                               field: "message.apns.headers[\"apns-priority\"]", description: "must be 10, 5 or 1")
-                    }
-                }
-                if let value = headers["apns-expiration"], value.isEmpty || value.utf8.count > 19 || !value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
-                    throw .invalidArgument("Invalid value at 'message.apns.headers[\"apns-expiration\"]': must be a UNIX epoch date in seconds, got \(JSONValue.string(String(value.prefix(40))).encoded())",
-                                           field: "message.apns.headers[\"apns-expiration\"]", description: "must be a UNIX epoch date in seconds")
-                }
-                if let value = headers["apns-collapse-id"], value.utf8.count > 64 {
-                    throw .invalidArgument("Invalid value at 'message.apns.headers[\"apns-collapse-id\"]': at most 64 bytes, got \(value.utf8.count)",
-                                           field: "message.apns.headers[\"apns-collapse-id\"]", description: "at most 64 bytes")
-                }
-            }
-            if let payload = try apns.object("payload", known: nil), let aps = payload.object["aps"] {
-                guard case .object = aps else {
-                    throw .invalidArgument("Invalid value at 'message.apns.payload.aps': must be an object, got \(aps.kindDescription)",
-                                           field: "message.apns.payload.aps", description: "must be an object")
-                }
-            }
-            _ = try apns.string("live_activity_token")
-            if let options = try apns.object("fcm_options", known: apnsOptionsFields) {
-                try checkAnalyticsLabel(options)
-                _ = try options.string("image")
-            }
-        }
-
-        var webpushJSON: JSONValue?
-        if let webpush = try message.object("webpush", known: webpushFields) {
-            webpushJSON = .object(webpush.object)
-            _ = try webpush.stringMap("headers")
-            _ = try webpush.stringMap("data")
-            _ = try webpush.object("notification", known: nil)
-            if let options = try webpush.object("fcm_options", known: webpushOptionsFields) {
-                try checkAnalyticsLabel(options)
-                if let link = try options.string("link"), !link.isEmpty, !link.lowercased().hasPrefix("https://") {
-                    throw .invalidArgument("Invalid value at 'message.webpush.fcm_options.link': the link must use HTTPS, got \(JSONValue.string(String(link.prefix(200))).encoded())",
-                                           field: "message.webpush.fcm_options.link", description: "the link must use HTTPS")
-                }
-            }
-        }
-        if let options = try message.object("fcm_options", known: optionsFields) { try checkAnalyticsLabel(options) }
-
-        if let data {
-            let reserved = data.keys.filter(DownstreamMessage.isReservedDataKey)
-            if let key = reserved.min(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
-                throw .invalidArgument("Invalid value at 'message.data': the key \(JSONValue.string(key).encoded()) is reserved (\"from\", \"message_type\" and keys starting with \"google\" or \"gcm.notification.\")",
-                                       field: "message.data[\(JSONValue.string(key).encoded())]", description: "reserved key")
-            }
-        }
-        var notificationJSON: JSONValue?
-        if notification != nil || androidNotification != nil {
-            let merged = (notification?.object ?? [:]).merging(androidNotification?.object ?? [:]) { _, android in android }
-            notificationJSON = .object(merged)
-        }
-        let bytes = DownstreamMessage.payloadBytes(data: data, notification: notificationJSON)
-        if bytes > DownstreamMessage.maximumPayloadBytes {
-            throw .invalidArgument("Message is too big (message.data and message.notification): \(bytes) bytes, the limit is \(DownstreamMessage.maximumPayloadBytes)",
-                                   field: "message", description: "message is too big")
-        }
-
-        var canonical = Message(messageID: messageID, collapseKey: collapseKey, priority: priority,
-                                timeToLive: timeToLive ?? Message.maximumTimeToLive, dryRun: validateOnly, data: data,
-                                notification: notificationJSON, restrictedPackageName: restrictedPackageName,
-                                android: androidJSON, apns: apnsJSON, webpush: webpushJSON)
-        // iOS and web see the cross-platform fields without android's overrides (null / {}: none).
-        if androidNotification != nil { canonical.sharedNotification = notification.map { .object($0.object) } ?? .null }
-        if data != sharedData { canonical.sharedData = sharedData ?? [:] }
-        return V1SendRequest(message: canonical, target: target, validateOnly: validateOnly)
+        return .condition(source)
     }
 
+    /// `message.webpush`, checked; kept as sent for web devices.
+    static func decodeWebpush(_ webpush: Fields) throws(GoogleError) -> JSONValue {
+        _ = try webpush.stringMap("headers")
+        _ = try webpush.stringMap("data")
+        _ = try webpush.object("notification", known: nil)
+        if let options = try webpush.object("fcm_options", known: webpushOptionsFields) {
+            try checkAnalyticsLabel(options)
+            if let link = try options.string("link"), !link.isEmpty, !link.lowercased().hasPrefix("https://") {
+                throw .invalidArgument("Invalid value at 'message.webpush.fcm_options.link': the link must use HTTPS, got \(JSONValue.string(String(link.prefix(200))).encoded())",
+                                       field: "message.webpush.fcm_options.link", description: "the link must use HTTPS")
+            }
+        }
+        return .object(webpush.object)
+    }
+
+    /// FCM refuses data keys it keeps for itself; the first in byte order is named.
+    static func checkReservedKeys(_ data: [String: String]?) throws(GoogleError) {
+        guard let data else { return }
+        let reserved = data.keys.filter(DownstreamMessage.isReservedDataKey)
+        if let key = reserved.min(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+            throw .invalidArgument("Invalid value at 'message.data': the key \(JSONValue.string(key).encoded()) is reserved (\"from\", \"message_type\" and keys starting with \"google\" or \"gcm.notification.\")",
+                                   field: "message.data[\(JSONValue.string(key).encoded())]", description: "reserved key")
+        }
+    }
     /// A protobuf Duration string ("3.5s", "4500s") as whole seconds, fractions rounded up, checked
     /// against FCM's 0 … 4 weeks.
     static func timeToLiveSeconds(_ raw: String, field: String) throws(GoogleError) -> Int {
