@@ -119,75 +119,17 @@ extension XMLElement {
         out.append(UInt8(ascii: "<"))
         out.append(contentsOf: qualifiedName.utf8)
 
-        func declare(_ prefix: String, _ uri: String) {
-            scope.bindings.append((prefix, uri))
-            if prefix.isEmpty {
-                out.append(contentsOf: " xmlns=\"".utf8)
-            } else {
-                out.append(contentsOf: " xmlns:".utf8)
-                out.append(contentsOf: prefix.utf8)
-                out.append(contentsOf: "=\"".utf8)
-            }
-            XMLEscaping.append(uri, attribute: true, to: &out)
-            out.append(UInt8(ascii: "\""))
-        }
-
         // 1. Declarations written on the element when it was parsed, unless they contradict it.
-        for declaration in namespaceDeclarations {
-            let prefix = declaration.prefix ?? ""
-            let uri = declaration.uri
-            if prefix == "xml" || prefix == "xmlns" { continue }
-            if !prefix.isEmpty && uri.isEmpty { continue }  // cannot undeclare a prefix in XML 1.0
-            if scope.isBound(prefix, since: mark) { continue }  // duplicate
-            if prefix.isEmpty {
-                if elementPrefix == nil && uri != (elementNamespace ?? "") { continue }
-            } else {
-                if prefix == elementPrefix && uri != elementNamespace { continue }
-                if attributes.contains(where: { $0.prefix == prefix && $0.namespace != nil && $0.namespace != uri }) {
-                    continue
-                }
-            }
-            declare(prefix, uri)
-        }
-
+        keepParsedDeclarations(into: &out, scope: &scope, mark: mark, elementPrefix: elementPrefix, elementNamespace: elementNamespace)
         // 2. The element's own name.
         if let elementPrefix {
-            if scope.lookup(elementPrefix) != elementNamespace { declare(elementPrefix, elementNamespace!) }
+            if scope.lookup(elementPrefix) != elementNamespace { Self.declare(elementPrefix, elementNamespace!, into: &out, scope: &scope) }
         } else {
             let wanted = elementNamespace ?? ""
-            if (scope.lookup("") ?? "") != wanted { declare("", wanted) }
+            if (scope.lookup("") ?? "") != wanted { Self.declare("", wanted, into: &out, scope: &scope) }
         }
-
         // 3. Attribute prefixes, then the attributes.
-        var attributePrefixes: [String?] = []
-        attributePrefixes.reserveCapacity(attributes.count)
-        for attribute in attributes {
-            guard let ns = attribute.namespace, !ns.isEmpty else {
-                attributePrefixes.append(nil)
-                continue
-            }
-            if ns == xmlNamespaceURI {
-                attributePrefixes.append("xml")
-                continue
-            }
-            var prefix = attribute.prefix ?? ""
-            let usable = !prefix.isEmpty && prefix != "xml" && prefix != "xmlns"
-                && (scope.lookup(prefix) == ns
-                    || (!scope.isBound(prefix, since: mark) && prefix != elementPrefix))
-            if !usable {
-                if let existing = scope.prefix(boundTo: ns) {
-                    prefix = existing
-                } else {
-                    var counter = 1
-                    repeat {
-                        prefix = "ns\(counter)"
-                        counter += 1
-                    } while scope.isBound(prefix, since: mark)
-                }
-            }
-            if scope.lookup(prefix) != ns { declare(prefix, ns) }
-            attributePrefixes.append(prefix)
-        }
+        let attributePrefixes = bindAttributePrefixes(into: &out, scope: &scope, mark: mark, elementPrefix: elementPrefix)
         for (attribute, prefix) in zip(attributes, attributePrefixes) {
             out.append(UInt8(ascii: " "))
             if let prefix {
@@ -216,6 +158,78 @@ extension XMLElement {
         out.append(contentsOf: "</".utf8)
         out.append(contentsOf: qualifiedName.utf8)
         out.append(UInt8(ascii: ">"))
+    }
+
+    /// Writes one namespace declaration and brings it into scope.
+    static func declare(_ prefix: String, _ uri: String, into out: inout [UInt8], scope: inout NamespaceScope) {
+        scope.bindings.append((prefix, uri))
+        if prefix.isEmpty {
+            out.append(contentsOf: " xmlns=\"".utf8)
+        } else {
+            out.append(contentsOf: " xmlns:".utf8)
+            out.append(contentsOf: prefix.utf8)
+            out.append(contentsOf: "=\"".utf8)
+        }
+        XMLEscaping.append(uri, attribute: true, to: &out)
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// The declarations the element carried when parsed, less those that would contradict its own
+    /// name or its attributes, duplicates, and undeclarations (XML 1.0 has none for prefixes).
+    private func keepParsedDeclarations(into out: inout [UInt8], scope: inout NamespaceScope, mark: Int,
+                                        elementPrefix: String?, elementNamespace: String?) {
+        for declaration in namespaceDeclarations {
+            let prefix = declaration.prefix ?? ""
+            let uri = declaration.uri
+            if prefix == "xml" || prefix == "xmlns" { continue }
+            if !prefix.isEmpty && uri.isEmpty { continue }  // cannot undeclare a prefix in XML 1.0
+            if scope.isBound(prefix, since: mark) { continue }  // duplicate
+            if prefix.isEmpty {
+                if elementPrefix == nil && uri != (elementNamespace ?? "") { continue }
+            } else {
+                if prefix == elementPrefix && uri != elementNamespace { continue }
+                if attributes.contains(where: { $0.prefix == prefix && $0.namespace != nil && $0.namespace != uri }) {
+                    continue
+                }
+            }
+            Self.declare(prefix, uri, into: &out, scope: &scope)
+        }
+    }
+
+    /// The prefix each attribute is written with (nil: none), declaring any it needs: its own when
+    /// usable, else one already bound to its namespace, else a generated `nsN`.
+    private func bindAttributePrefixes(into out: inout [UInt8], scope: inout NamespaceScope, mark: Int,
+                                       elementPrefix: String?) -> [String?] {
+        var attributePrefixes: [String?] = []
+        attributePrefixes.reserveCapacity(attributes.count)
+        for attribute in attributes {
+            guard let ns = attribute.namespace, !ns.isEmpty else {
+                attributePrefixes.append(nil)
+                continue
+            }
+            if ns == xmlNamespaceURI {
+                attributePrefixes.append("xml")
+                continue
+            }
+            var prefix = attribute.prefix ?? ""
+            let usable = !prefix.isEmpty && prefix != "xml" && prefix != "xmlns"
+                && (scope.lookup(prefix) == ns
+                    || (!scope.isBound(prefix, since: mark) && prefix != elementPrefix))
+            if !usable {
+                if let existing = scope.prefix(boundTo: ns) {
+                    prefix = existing
+                } else {
+                    var counter = 1
+                    repeat {
+                        prefix = "ns\(counter)"
+                        counter += 1
+                    } while scope.isBound(prefix, since: mark)
+                }
+            }
+            if scope.lookup(prefix) != ns { Self.declare(prefix, ns, into: &out, scope: &scope) }
+            attributePrefixes.append(prefix)
+        }
+        return attributePrefixes
     }
 }
 

@@ -39,50 +39,31 @@ extension XMPPConnectionHandler {
         }
     }
 
+    /// What injected faults ask of one downstream message's answer (docs/conformance.md).
+    private struct AnswerPlan {
+        var delayMillis: Int?
+        var drop = false
+        var drain = false
+    }
+
     private func downstream(_ message: DownstreamMessage) {
         guard let link, let sender = principal else { return }
         let messageID = message.messageID
         let addressee = message.to ?? message.condition
         let engine = self.engine
-        let audit = engine.audit
-        audit.downstreamReceived(connection: link.id, messageID: messageID, to: addressee)
-        func refuse(_ code: NackCode, _ description: String) {
-            appendGCM(OutgoingJSON.nack(Nack(messageID: messageID, from: addressee, code: code, description: description)))
-            audit.downstreamAnswered(connection: link.id, messageID: messageID, to: addressee, answer: .nack(code: code.rawValue))
-            engine.recordRefused(api: .ccs, sender: sender, token: message.to, connection: link.id,
-                                  clientMessageID: messageID, detail: "NACK \(code.rawValue)")
-        }
+        engine.audit.downstreamReceived(connection: link.id, messageID: messageID, to: addressee)
         if link.isDraining {
-            refuse(.connectionDraining, "Connection is draining")
+            refuse(message, link: link, sender: sender, .connectionDraining, "Connection is draining")
             return
         }
-        // Injected faults (docs/conformance.md): one atomic load when no rule acts here.
-        var answerDelay: Int?
-        var dropAnswer = false
-        var drainAfter = false
-        for action in engine.faults.decide(.ccsDownstream, FaultSubject(
-            sender: sender, token: message.to.flatMap { $0.hasPrefix("/topics/") ? nil : $0 },
-            topic: message.to.flatMap { $0.hasPrefix("/topics/") ? $0 : nil }, messageID: messageID,
-            origin: "ccs:\(link.id)")) {
-            switch action {
-            case .nack(let code, let description):
-                refuse(code, description ?? code.defaultDescription)
-                return
-            case .closeConnection:
-                perform(negotiation.serverClosing())
-                return
-            case .delayAck(let millis): answerDelay = millis
-            case .dropAck: dropAnswer = true
-            case .drain: drainAfter = true
-            default: break
-            }
-        }
+        guard let plan = faultPlan(message, link: link, sender: sender) else { return }
         if link.pendingCount >= configuration.maxPendingDownstream {
             switch configuration.overLimitPolicy {
             case .accept:
                 break
             case .nack:
-                refuse(.serviceUnavailable, "More than \(configuration.maxPendingDownstream) messages pending on this connection")
+                refuse(message, link: link, sender: sender, .serviceUnavailable,
+                       "More than \(configuration.maxPendingDownstream) messages pending on this connection")
                 return
             case .close:
                 perform(negotiation.streamError("policy-violation",
@@ -91,7 +72,6 @@ extension XMPPConnectionHandler {
             }
         }
         link.pending.add(1, ordering: .relaxed)
-        let (delay, drop, drain) = (answerDelay, dropAnswer, drainAfter)
         let request = SendRequest(sender: sender, target: message.canonicalTarget, message: message.canonical,
                                   origin: SendOrigin(api: .ccs, connection: link.id, clientMessageID: messageID))
         engine.send(request) { results in
@@ -101,53 +81,92 @@ extension XMPPConnectionHandler {
                     link.pending.subtract(1, ordering: .relaxed)
                     return
                 }
-                let answer: String
-                let audited: Auditor.Answer
-                // Sent to an earlier token of a refreshed installation: the ACK names its newest.
-                let canonical: String?
-                if case .accepted(_, _, let named) = result { canonical = named } else { canonical = nil }
-                switch result {
-                case .accepted(let token, _, _):
-                    answer = OutgoingJSON.ack(messageID: messageID, from: token, registrationID: canonical)
-                    audited = .ack
-                case .fannedOut:
-                    // A topic or condition send: the ACK's `from` is the topic or the condition (docs/semantics.md).
-                    answer = OutgoingJSON.ack(messageID: messageID, from: addressee)
-                    audited = .ack
-                case .refused(let error):
-                    let nack = Nack(messageID: messageID, from: addressee, refusal: error)
-                    answer = OutgoingJSON.nack(nack)
-                    audited = .nack(code: nack.code.rawValue)
-                case .group(let outcome) where outcome.allFailed:
-                    let nack = Nack(messageID: messageID, groupOutcome: outcome)
-                    answer = OutgoingJSON.deviceGroupNack(nack, success: outcome.success, failure: outcome.failure,
-                                                          failedRegistrationIDs: outcome.failedRegistrationIDs)
-                    audited = .nack(code: nack.code.rawValue)
-                case .group(let outcome):
-                    // At least one member took it, or the group is empty: an ACK with the counts.
-                    answer = OutgoingJSON.deviceGroupAck(messageID: messageID, from: outcome.notificationKey,
-                                                         success: outcome.success, failure: outcome.failure,
-                                                         failedRegistrationIDs: outcome.failedRegistrationIDs)
-                    audited = .ack
-                }
-                let deliver: @Sendable () -> Void = {
-                    // Counted down on the loop, with the answer written: shutdown waits for pending = 0.
-                    link.pending.subtract(1, ordering: .relaxed)
-                    guard let handler = link.handler.value.handler else { return }
-                    if !drop {
-                        handler.writeGCM(answer)
-                        audit.downstreamAnswered(connection: link.id, messageID: messageID, to: addressee, answer: audited,
-                                                 canonical: canonical)
-                    }
-                    if drain { handler.startDraining() }
-                    if link.pendingCount == 0 { handler.finishPeerEndedStream() }
-                }
-                if let delay, let loop = link.handler.value.handler?.context?.eventLoop {
-                    loop.scheduleTask(in: .milliseconds(Int64(delay))) { deliver() }
-                } else {
-                    deliver()
-                }
+                Self.answer(result, messageID: messageID, addressee: addressee, link: link, audit: engine.audit, plan: plan)
             }
+        }
+    }
+
+    /// NACKs a downstream message before the engine saw it, and tells the audit and the journal.
+    private func refuse(_ message: DownstreamMessage, link: ConnectionLink, sender: String, _ code: NackCode, _ description: String) {
+        let addressee = message.to ?? message.condition
+        appendGCM(OutgoingJSON.nack(Nack(messageID: message.messageID, from: addressee, code: code, description: description)))
+        engine.audit.downstreamAnswered(connection: link.id, messageID: message.messageID, to: addressee, answer: .nack(code: code.rawValue))
+        engine.recordRefused(api: .ccs, sender: sender, token: message.to, connection: link.id,
+                             clientMessageID: message.messageID, detail: "NACK \(code.rawValue)")
+    }
+
+    /// The injected faults for this message: nil when one already answered it (a NACK, a close);
+    /// else how its answer is to be delayed, dropped or followed by draining. One atomic load when
+    /// no rule acts here.
+    private func faultPlan(_ message: DownstreamMessage, link: ConnectionLink, sender: String) -> AnswerPlan? {
+        var plan = AnswerPlan()
+        for action in engine.faults.decide(.ccsDownstream, FaultSubject(
+            sender: sender, token: message.to.flatMap { $0.hasPrefix("/topics/") ? nil : $0 },
+            topic: message.to.flatMap { $0.hasPrefix("/topics/") ? $0 : nil }, messageID: message.messageID,
+            origin: "ccs:\(link.id)")) {
+            switch action {
+            case .nack(let code, let description):
+                refuse(message, link: link, sender: sender, code, description ?? code.defaultDescription)
+                return nil
+            case .closeConnection:
+                perform(negotiation.serverClosing())
+                return nil
+            case .delayAck(let millis): plan.delayMillis = millis
+            case .dropAck: plan.drop = true
+            case .drain: plan.drain = true
+            default: break
+            }
+        }
+        return plan
+    }
+
+    /// The ACK or NACK of one send result, with the audit's view of it and the canonical
+    /// registration id an ACK names (sent to an earlier token of a refreshed installation).
+    static func rendered(_ result: SendResult, messageID: String, addressee: String?)
+        -> (answer: String, audited: Auditor.Answer, canonical: String?) {
+        switch result {
+        case .accepted(let token, _, let canonical):
+            return (OutgoingJSON.ack(messageID: messageID, from: token, registrationID: canonical), .ack, canonical)
+        case .fannedOut:
+            // A topic or condition send: the ACK's `from` is the topic or the condition (docs/semantics.md).
+            return (OutgoingJSON.ack(messageID: messageID, from: addressee), .ack, nil)
+        case .refused(let error):
+            let nack = Nack(messageID: messageID, from: addressee, refusal: error)
+            return (OutgoingJSON.nack(nack), .nack(code: nack.code.rawValue), nil)
+        case .group(let outcome) where outcome.allFailed:
+            let nack = Nack(messageID: messageID, groupOutcome: outcome)
+            let answer = OutgoingJSON.deviceGroupNack(nack, success: outcome.success, failure: outcome.failure,
+                                                      failedRegistrationIDs: outcome.failedRegistrationIDs)
+            return (answer, .nack(code: nack.code.rawValue), nil)
+        case .group(let outcome):
+            // At least one member took it, or the group is empty: an ACK with the counts.
+            let answer = OutgoingJSON.deviceGroupAck(messageID: messageID, from: outcome.notificationKey,
+                                                     success: outcome.success, failure: outcome.failure,
+                                                     failedRegistrationIDs: outcome.failedRegistrationIDs)
+            return (answer, .ack, nil)
+        }
+    }
+
+    /// Writes the answer on the connection's loop (now, or after an injected delay).
+    private static func answer(_ result: SendResult, messageID: String, addressee: String?, link: ConnectionLink, audit: Auditor,
+                               plan: AnswerPlan) {
+        let (answer, audited, canonical) = rendered(result, messageID: messageID, addressee: addressee)
+        let deliver: @Sendable () -> Void = {
+            // Counted down on the loop, with the answer written: shutdown waits for pending = 0.
+            link.pending.subtract(1, ordering: .relaxed)
+            guard let handler = link.handler.value.handler else { return }
+            if !plan.drop {
+                handler.writeGCM(answer)
+                audit.downstreamAnswered(connection: link.id, messageID: messageID, to: addressee, answer: audited,
+                                         canonical: canonical)
+            }
+            if plan.drain { handler.startDraining() }
+            if link.pendingCount == 0 { handler.finishPeerEndedStream() }
+        }
+        if let delay = plan.delayMillis, let loop = link.handler.value.handler?.context?.eventLoop {
+            loop.scheduleTask(in: .milliseconds(Int64(delay))) { deliver() }
+        } else {
+            deliver()
         }
     }
 
