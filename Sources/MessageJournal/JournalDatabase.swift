@@ -172,50 +172,10 @@ struct JournalDatabase: Sendable {
 
     func insert(_ events: EncodedEvents, recordedAt: Int64, scratch: InsertScratch = InsertScratch()) throws {
         defer { scratch.reset() }  // empty for the next batch, whatever happens to this one
+        // The views point into `buffer`: every step below runs inside this closure.
         try events.bytes.withUnsafeBufferPointer { buffer in
-            // Group the batch's events by message and device, in order of first appearance.
-            EncodedEvents.parse(buffer) { e in
-                let index = Int32(scratch.views.count)
-                scratch.views.append(e)
-                scratch.next.append(-1)
-                let key = TokenIDs.hash(e.texts.0 ?? UnsafeBufferPointer(start: nil, count: 0)) &* 31
-                    &+ TokenIDs.hash(e.texts.2 ?? UnsafeBufferPointer(start: nil, count: 0))
-                var candidate = scratch.byKey[key] ?? -1
-                while candidate >= 0 {
-                    let first = scratch.views[Int(scratch.entries[Int(candidate)].firstEvent)]
-                    if Self.same(first.texts.0, e.texts.0) && Self.same(first.texts.2, e.texts.2) { break }
-                    candidate = scratch.entries[Int(candidate)].sameKey
-                }
-                if candidate >= 0 {
-                    let c = Int(candidate)
-                    scratch.next[Int(scratch.entries[c].lastEvent)] = index
-                    scratch.entries[c].lastEvent = index
-                    scratch.entries[c].n += 1
-                    if e.kind.progress >= scratch.entries[c].furthest.progress { scratch.entries[c].furthest = e.kind }
-                    if scratch.entries[c].sender == nil { scratch.entries[c].sender = e.texts.1 }
-                    if scratch.entries[c].topic == nil { scratch.entries[c].topic = e.texts.3 }
-                    if scratch.entries[c].api == nil { scratch.entries[c].api = e.api }
-                    if scratch.entries[c].client == nil { scratch.entries[c].client = e.texts.5 }
-                } else {
-                    scratch.entries.append(Entry(firstEvent: index, lastEvent: index, furthest: e.kind, sameKey: scratch.byKey[key] ?? -1,
-                                                 sender: e.texts.1, topic: e.texts.3, api: e.api, client: e.texts.5))
-                    scratch.byKey[key] = Int32(scratch.entries.count - 1)
-                }
-            }
-            // Each entry's events in the row's format, against its settled sender (its first event's
-            // that has one), one after another in one buffer.
-            for k in scratch.entries.indices {
-                let entry = scratch.entries[k]
-                let first = scratch.views[Int(entry.firstEvent)]
-                let row = EncodedEvents.RowFormat(seq: first.seq, at: first.at, sender: entry.sender)
-                let start = scratch.blobs.count
-                var event = entry.firstEvent
-                while event >= 0 {
-                    EncodedEvents.appendToRow(scratch.views[Int(event)], row: row, to: &scratch.blobs)
-                    event = scratch.next[Int(event)]
-                }
-                scratch.entries[k].blob = start..<scratch.blobs.count
-            }
+            EncodedEvents.parse(buffer) { e in Self.group(e, into: scratch) }
+            Self.encodeRows(scratch)
             let entries = scratch.entries, views = scratch.views
             guard let firstEntry = entries.first else { return }
             let firstSeq = views[Int(firstEntry.firstEvent)].seq
@@ -227,51 +187,102 @@ struct JournalDatabase: Sendable {
                 let full = try db.cachedStatement(sql: "INSERT OR REPLACE INTO journal_entry\(columns) VALUES "
                     + Array(repeating: row, count: Self.rowsPerStatement).joined(separator: ", "))
                 let single = try db.cachedStatement(sql: "INSERT OR REPLACE INTO journal_entry\(columns) VALUES " + row)
-                // Bound through SQLite's C API without copies: GRDB's `StatementArguments` box every
-                // value, which made argument building the largest part of the writer's work.
-                func flush(_ chunk: ArraySlice<Entry>, _ statement: Statement) throws {
-                    let stmt = statement.sqliteStatement
-                    sqlite3_reset(stmt)
-                    for (k, entry) in chunk.enumerated() {
-                        let base = Int32(k * 13)
-                        let first = views[Int(entry.firstEvent)], last = views[Int(entry.lastEvent)]
-                        sqlite3_bind_int64(stmt, base + 1, first.seq)
-                        sqlite3_bind_int64(stmt, base + 2, last.seq)
-                        sqlite3_bind_int64(stmt, base + 3, first.at)
-                        sqlite3_bind_int64(stmt, base + 4, max(first.at, last.at))
-                        sqlite3_bind_text(stmt, base + 5, Self.kindNames[entry.furthest]!, -1, nil)
-                        sqlite3_bind_int64(stmt, base + 6, Int64(entry.n))
-                        Self.bind(stmt, base + 7, first.texts.0)
-                        Self.bind(stmt, base + 8, entry.sender)
-                        if let token = first.texts.2 {
-                            sqlite3_bind_int64(stmt, base + 9, try tokenID(token, db))
-                        } else {
-                            sqlite3_bind_null(stmt, base + 9)
-                        }
-                        Self.bind(stmt, base + 10, entry.topic)
-                        if let api = entry.api { sqlite3_bind_text(stmt, base + 11, Self.apiNames[api]!, -1, nil) } else { sqlite3_bind_null(stmt, base + 11) }
-                        Self.bind(stmt, base + 12, entry.client)
-                        // Not copied (a nil destructor is SQLITE_STATIC): `blobs` outlives the step.
-                        _ = sqlite3_bind_blob(stmt, base + 13, blobs.baseAddress.map { $0 + entry.blob.lowerBound },
-                                              Int32(entry.blob.count), nil)
-                    }
-                    let code = sqlite3_step(stmt)
-                    sqlite3_reset(stmt)
-                    sqlite3_clear_bindings(stmt)
-                    guard code == SQLITE_DONE else {
-                        throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
-                    }
-                }
                 var start = 0
                 while entries.count - start >= Self.rowsPerStatement {
-                    try flush(entries[start..<start + Self.rowsPerStatement], full)
+                    try flush(entries[start..<start + Self.rowsPerStatement], full, views: views, blobs: blobs, db: db)
                     start += Self.rowsPerStatement
                 }
                 while start < entries.count {
-                    try flush(entries[start..<start + 1], single)
+                    try flush(entries[start..<start + 1], single, views: views, blobs: blobs, db: db)
                     start += 1
                 }
             } }
+        }
+    }
+
+    /// Adds one event to the batch's entries: grouped by message and device, in order of first
+    /// appearance.
+    private static func group(_ e: EncodedEvents.View, into scratch: InsertScratch) {
+        let index = Int32(scratch.views.count)
+        scratch.views.append(e)
+        scratch.next.append(-1)
+        let key = TokenIDs.hash(e.texts.0 ?? UnsafeBufferPointer(start: nil, count: 0)) &* 31
+            &+ TokenIDs.hash(e.texts.2 ?? UnsafeBufferPointer(start: nil, count: 0))
+        var candidate = scratch.byKey[key] ?? -1
+        while candidate >= 0 {
+            let first = scratch.views[Int(scratch.entries[Int(candidate)].firstEvent)]
+            if same(first.texts.0, e.texts.0) && same(first.texts.2, e.texts.2) { break }
+            candidate = scratch.entries[Int(candidate)].sameKey
+        }
+        guard candidate >= 0 else {
+            scratch.entries.append(Entry(firstEvent: index, lastEvent: index, furthest: e.kind, sameKey: scratch.byKey[key] ?? -1,
+                                         sender: e.texts.1, topic: e.texts.3, api: e.api, client: e.texts.5))
+            scratch.byKey[key] = Int32(scratch.entries.count - 1)
+            return
+        }
+        let c = Int(candidate)
+        scratch.next[Int(scratch.entries[c].lastEvent)] = index
+        scratch.entries[c].lastEvent = index
+        scratch.entries[c].n += 1
+        if e.kind.progress >= scratch.entries[c].furthest.progress { scratch.entries[c].furthest = e.kind }
+        if scratch.entries[c].sender == nil { scratch.entries[c].sender = e.texts.1 }
+        if scratch.entries[c].topic == nil { scratch.entries[c].topic = e.texts.3 }
+        if scratch.entries[c].api == nil { scratch.entries[c].api = e.api }
+        if scratch.entries[c].client == nil { scratch.entries[c].client = e.texts.5 }
+    }
+
+    /// Each entry's events in the row's format, against its settled sender (its first event's that
+    /// has one), one after another in one buffer.
+    private static func encodeRows(_ scratch: InsertScratch) {
+        for k in scratch.entries.indices {
+            let entry = scratch.entries[k]
+            let first = scratch.views[Int(entry.firstEvent)]
+            let row = EncodedEvents.RowFormat(seq: first.seq, at: first.at, sender: entry.sender)
+            let start = scratch.blobs.count
+            var event = entry.firstEvent
+            while event >= 0 {
+                EncodedEvents.appendToRow(scratch.views[Int(event)], row: row, to: &scratch.blobs)
+                event = scratch.next[Int(event)]
+            }
+            scratch.entries[k].blob = start..<scratch.blobs.count
+        }
+    }
+
+    /// Inserts `chunk` with one step of `statement` (made for exactly that many rows). Bound through
+    /// SQLite's C API without copies: GRDB's `StatementArguments` box every value, which made
+    /// argument building the largest part of the writer's work.
+    private func flush(_ chunk: ArraySlice<Entry>, _ statement: Statement, views: [EncodedEvents.View],
+                       blobs: UnsafeBufferPointer<UInt8>, db: Database) throws {
+        let stmt = statement.sqliteStatement
+        sqlite3_reset(stmt)
+        for (k, entry) in chunk.enumerated() {
+            let base = Int32(k * 13)
+            let first = views[Int(entry.firstEvent)], last = views[Int(entry.lastEvent)]
+            sqlite3_bind_int64(stmt, base + 1, first.seq)
+            sqlite3_bind_int64(stmt, base + 2, last.seq)
+            sqlite3_bind_int64(stmt, base + 3, first.at)
+            sqlite3_bind_int64(stmt, base + 4, max(first.at, last.at))
+            sqlite3_bind_text(stmt, base + 5, Self.kindNames[entry.furthest]!, -1, nil)
+            sqlite3_bind_int64(stmt, base + 6, Int64(entry.n))
+            Self.bind(stmt, base + 7, first.texts.0)
+            Self.bind(stmt, base + 8, entry.sender)
+            if let token = first.texts.2 {
+                sqlite3_bind_int64(stmt, base + 9, try tokenID(token, db))
+            } else {
+                sqlite3_bind_null(stmt, base + 9)
+            }
+            Self.bind(stmt, base + 10, entry.topic)
+            if let api = entry.api { sqlite3_bind_text(stmt, base + 11, Self.apiNames[api]!, -1, nil) } else { sqlite3_bind_null(stmt, base + 11) }
+            Self.bind(stmt, base + 12, entry.client)
+            // Not copied (a nil destructor is SQLITE_STATIC): `blobs` outlives the step.
+            _ = sqlite3_bind_blob(stmt, base + 13, blobs.baseAddress.map { $0 + entry.blob.lowerBound },
+                                  Int32(entry.blob.count), nil)
+        }
+        let code = sqlite3_step(stmt)
+        sqlite3_reset(stmt)
+        sqlite3_clear_bindings(stmt)
+        guard code == SQLITE_DONE else {
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
         }
     }
 
