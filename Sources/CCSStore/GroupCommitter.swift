@@ -176,21 +176,20 @@ public final class GroupCommitter: Sendable {
         if !accepted { refusals.async(execute: refused) }
     }
 
-    private func run() {
-        var queue: [Item] = []          // taken from `state`, in submission order; handled from `head` on
-        var head = 0
-        var lastUrgent = -1             // index in `queue` of the newest urgent item (-1: none)
-        var deadline: UInt64? = nil     // when the first delayed cancellable write is due
-        var batch: [StoreOp] = []
+    /// The writer thread's batch being gathered: the ops, each item's completion and own ops, and
+    /// what the statistics count of it.
+    private struct Batch {
+        var ops: [StoreOp] = []
         var completions: [Completion?] = []
         var itemOps: [[StoreOp]] = []    // each submitted item's own ops, for applying them one by one
         var ticketed = 0, calledOff = 0
-        // Collapses already in `batch` with no message queued for their token since: another for the
+        // Collapses already in `ops` with no message queued for their token since: another for the
         // same token and key would delete nothing. An online device's live deliveries each submit one
         // and their writes are mostly called off, so a batch held dozens per device (APNs: every one).
         var collapsed: [String: Set<String>] = [:]
-        func append(_ ops: [StoreOp]) {
-            for op in ops {
+
+        mutating func add(_ item: [StoreOp], _ completion: Completion?) {
+            for op in item {
                 switch op {
                 case .collapse(let token, let key):
                     if collapsed[token]?.contains(key) == true { continue }
@@ -202,111 +201,144 @@ public final class GroupCommitter: Sendable {
                 default:
                     break
                 }
-                batch.append(op)
+                ops.append(op)
             }
+            itemOps.append(item)
+            completions.append(completion)
         }
-        func flush() {
-            if completions.isEmpty && calledOff == 0 { return }
-            var failures = [Error?](repeating: nil, count: completions.count)
-            let observer = batchObserver.withLock { $0 }
-            let started = observer == nil ? 0 : DispatchTime.now().uptimeNanoseconds
-            if !completions.isEmpty {
-                do { try store.apply(batch) } catch {
-                    // One bad item must fail only its own caller: apply each item on its own (one
-                    // savepoint each). Only when that transaction fails too does every item fail.
-                    logger("batch of \(completions.count) failed (\(error)); applying its items one by one")
-                    // Each with all its own ops: a collapse left out of `batch` as a repeat is needed
-                    // again if the item that had it fails alone.
-                    do { failures = try store.applyIsolated(itemOps) } catch {
-                        failures = [Error?](repeating: error, count: completions.count)
-                    }
-                }
-            }
-            let (transactions, n, committed, off) = (completions.isEmpty ? 0 : 1, batch.count, ticketed, calledOff)
-            if let observer, transactions == 1 { observer.call(n, DispatchTime.now().uptimeNanoseconds - started) }
-            state.withLock {
-                $0.batches += transactions
-                $0.committedOps += n
-                $0.ticketedCommitted += committed
-                $0.ticketedCalledOff += off
-            }
-            ticketed = 0; calledOff = 0
-            for (c, failure) in zip(completions, failures) { c?(failure) }
-            if transactions == 1, let after = afterCompletions.withLock({ $0 }) { after.call() }
-            batch.removeAll(keepingCapacity: true)
+
+        mutating func reset() {
+            ops.removeAll(keepingCapacity: true)
             completions.removeAll(keepingCapacity: true)
             itemOps.removeAll(keepingCapacity: true)
             collapsed.removeAll()
+            ticketed = 0; calledOff = 0
         }
-        while true {
-            if let due = deadline {
-                let mayWait = state.withLock { s -> Bool in
-                    if s.items.contains(where: \.isUrgent) { return false }
-                    s.writerDelaying = true
-                    return true
-                }
-                if mayWait, due > DispatchTime.now().uptimeNanoseconds {
-                    _ = wake.wait(timeout: DispatchTime(uptimeNanoseconds: due))
-                }
-                state.withLock { $0.writerDelaying = false }
-            } else {
-                let mustWait = state.withLock { s -> Bool in
-                    if !s.items.isEmpty { return false }
-                    s.writerIdle = true
-                    return true
-                }
-                if mustWait { wake.wait() }
+    }
+
+    /// The items the writer took from `state`, in submission order; handled from `head` on.
+    private struct Queue {
+        var items: [Item] = []
+        var head = 0
+        var lastUrgent = -1             // index in `items` of the newest urgent item (-1: none)
+
+        mutating func take(_ submitted: [Item]) {
+            for item in submitted {
+                if item.isUrgent { lastUrgent = items.count }
+                items.append(item)
             }
+        }
+
+        /// Handled items are dropped in bulk: removing them from the front each round moved every
+        /// item still waiting out its delay (thousands under load) once per round.
+        mutating func dropHandled() {
+            if head == items.count {
+                items.removeAll(keepingCapacity: true)
+                lastUrgent -= head
+                head = 0
+            } else if head >= 1024, head * 2 >= items.count {
+                items.removeFirst(head)
+                lastUrgent -= head
+                head = 0
+            }
+        }
+    }
+
+    private func run() {
+        var queue = Queue()
+        var batch = Batch()
+        var deadline: UInt64? = nil     // when the first delayed cancellable write is due
+        while true {
+            waitForWork(until: deadline)
             state.withLock { s in
-                for item in s.items {
-                    if item.isUrgent { lastUrgent = queue.count }
-                    queue.append(item)
-                }
+                queue.take(s.items)
                 s.items.removeAll(keepingCapacity: true)
             }
             deadline = nil
             let now = DispatchTime.now().uptimeNanoseconds
-            var index = head
-            scan: while index < queue.count {
-                switch queue[index] {
+            var index = queue.head
+            scan: while index < queue.items.count {
+                switch queue.items[index] {
                 case .write(var ops, var completion, let ticket, let at, _):
                     if let ticket {
-                        if index > lastUrgent, ticket.isPending, at &+ cancellableDelayNanos > now {
+                        if index > queue.lastUrgent, ticket.isPending, at &+ cancellableDelayNanos > now {
                             deadline = at &+ cancellableDelayNanos  // not yet: it may still be called off
                             break scan
                         }
-                        guard let held = ticket.take() else { index += 1; calledOff += 1; continue } // called off
+                        guard let held = ticket.take() else { index += 1; batch.calledOff += 1; continue } // called off
                         (ops, completion) = (held.ops, held.completion)
-                        ticketed += 1
+                        batch.ticketed += 1
                     }
-                    if batch.count + ops.count > maxBatch { flush() }
-                    append(ops)
-                    itemOps.append(ops)
-                    completions.append(completion)
+                    if batch.ops.count + ops.count > maxBatch { flush(&batch) }
+                    batch.add(ops, completion)
                 case .read(let body):
-                    flush()
+                    flush(&batch)
                     body()
                 case .stop(let done):
-                    flush()
+                    flush(&batch)
                     done()
                     return
                 }
                 index += 1
             }
-            flush()
-            // Handled items are dropped in bulk: removing them from the front each round moved every
-            // item still waiting out its delay (thousands under load) once per round.
-            head = index
-            if head == queue.count {
-                queue.removeAll(keepingCapacity: true)
-                lastUrgent -= head
-                head = 0
-            } else if head >= 1024, head * 2 >= queue.count {
-                queue.removeFirst(head)
-                lastUrgent -= head
-                head = 0
+            flush(&batch)
+            queue.head = index
+            queue.dropHandled()
+        }
+    }
+
+    /// Sleeps until there is work: any item when nothing waits out its delay, else until `deadline`
+    /// or an urgent item.
+    private func waitForWork(until deadline: UInt64?) {
+        if let due = deadline {
+            let mayWait = state.withLock { s -> Bool in
+                if s.items.contains(where: \.isUrgent) { return false }
+                s.writerDelaying = true
+                return true
+            }
+            if mayWait, due > DispatchTime.now().uptimeNanoseconds {
+                _ = wake.wait(timeout: DispatchTime(uptimeNanoseconds: due))
+            }
+            state.withLock { $0.writerDelaying = false }
+        } else {
+            let mustWait = state.withLock { s -> Bool in
+                if !s.items.isEmpty { return false }
+                s.writerIdle = true
+                return true
+            }
+            if mustWait { wake.wait() }
+        }
+    }
+
+    /// Commits the batch in one transaction and calls its completions.
+    private func flush(_ batch: inout Batch) {
+        if batch.completions.isEmpty && batch.calledOff == 0 { return }
+        var failures = [Error?](repeating: nil, count: batch.completions.count)
+        let observer = batchObserver.withLock { $0 }
+        let started = observer == nil ? 0 : DispatchTime.now().uptimeNanoseconds
+        if !batch.completions.isEmpty {
+            do { try store.apply(batch.ops) } catch {
+                // One bad item must fail only its own caller: apply each item on its own (one
+                // savepoint each). Only when that transaction fails too does every item fail.
+                logger("batch of \(batch.completions.count) failed (\(error)); applying its items one by one")
+                // Each with all its own ops: a collapse left out of `ops` as a repeat is needed
+                // again if the item that had it fails alone.
+                do { failures = try store.applyIsolated(batch.itemOps) } catch {
+                    failures = [Error?](repeating: error, count: batch.completions.count)
+                }
             }
         }
+        let (transactions, n, committed, off) = (batch.completions.isEmpty ? 0 : 1, batch.ops.count, batch.ticketed, batch.calledOff)
+        if let observer, transactions == 1 { observer.call(n, DispatchTime.now().uptimeNanoseconds - started) }
+        state.withLock {
+            $0.batches += transactions
+            $0.committedOps += n
+            $0.ticketedCommitted += committed
+            $0.ticketedCalledOff += off
+        }
+        for (c, failure) in zip(batch.completions, failures) { c?(failure) }
+        if transactions == 1, let after = afterCompletions.withLock({ $0 }) { after.call() }
+        batch.reset()
     }
 }
 
