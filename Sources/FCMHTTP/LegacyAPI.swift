@@ -82,50 +82,7 @@ extension FCMHTTPAPI {
 
         switch sendRequest.target {
         case .token, .tokens:
-            let senders = tokenSenders
-            let results = await send(sendRequest.message, tokens: sendRequest.tokens, senders: senders)
-            if case .tokensOwn(let key?) = caller {
-                // Permissive mode: a sender first seen sending to its tokens with this key is known by
-                // it from now on, as after a CCS login (a later topic send with the key finds it).
-                let accepted = Set(zip(senders, results).compactMap { sender, result -> String? in
-                    if case .accepted = result { return sender } else { return nil }
-                })
-                for sender in accepted { engine.provisionSender(sender, key: key) }
-            }
-            if let sender = senders.first {
-                let unregistered = zip(sendRequest.tokens, results).compactMap { token, result -> String? in
-                    if case .refused(.unregistered) = result { return token } else { return nil }
-                }
-                let canonical = zip(sendRequest.tokens, results).compactMap { token, result -> (old: String, new: String)? in
-                    if case .accepted(_, _, let new?) = result { return (token, new) } else { return nil }
-                }
-                auditSend(api: "legacy", sender: sender, target: sendRequest.target, status: 200, unregistered: unregistered,
-                          canonical: canonical, request: audited)
-            }
-            if case .token = sendRequest.target, case .group(let outcome)? = results.first {
-                return Self.legacyGroupAnswer(outcome, isJSON: isJSON)
-            }
-            let shown: [LegacyResult] = zip(results, senders).map { result, sender in
-                switch result {
-                case .accepted(_, let id, let canonical):
-                    return .messageID(shownMessageID(id, dryRun: sendRequest.message.dryRun, sender: sender), canonical: canonical)
-                case .refused(let error):
-                    return .error(Self.legacyErrorName(error))
-                case .fannedOut:
-                    return .error("InternalServerError") // not an answer to a token
-                case .group:
-                    // A key among `registration_ids`: each entry there is a token (FCM took keys in
-                    // `to` or `notification_key` only), and the engine only sends to groups by `to`.
-                    return .error("InvalidRegistration")
-                }
-            }
-            if isJSON { return Self.legacyJSON(results: shown) }
-            switch shown.first {
-            case .messageID(let id, nil)?: return Self.plainText("id=\(id)")
-            case .messageID(let id, let canonical?)?: return Self.plainText("id=\(id)\nregistration_id=\(canonical)")
-            case .error(let name)?: return Self.plainText("Error=\(name)")
-            case nil: return Self.plainText("Error=MissingRegistration")
-            }
+            return await legacyTokenSend(sendRequest, senders: tokenSenders, caller: caller, isJSON: isJSON, audited: audited)
         case .apnsDeviceToken:
             // The legacy decoder makes no APNs target: those come through the APNs gateway only.
             return Self.plainText(status: .internalServerError, "InternalServerError")
@@ -140,41 +97,95 @@ extension FCMHTTPAPI {
             case .accepted?, .fannedOut?, nil: return Self.plainText(status: .internalServerError, "InternalServerError")
             }
         case .topic, .condition:
-            let sender: String
-            switch caller {
-            case .fixed(let s): sender = s
-            case .configured(let list): sender = list.first ?? "0"
-            case .tokensOwn(let key):
-                // A topic belongs to one sender, and a key names none by itself in permissive mode:
-                // the sender is the one that logged in over CCS, subscribed tokens or sent to its
-                // tokens with this key; else the one sender whose devices hold the topic(s) (apps
-                // usually subscribe themselves, so the app server's key may be new here).
-                let topics: [String]
-                switch sendRequest.target {
-                case .topic(let name): topics = [name]
-                case .condition(let source): topics = (try? TopicCondition.parse(source).topics) ?? []
-                default: topics = []
-                }
-                guard let key, let known = engine.senders(withServerKey: key).first ?? engine.soleSender(ofTopics: topics) else {
-                    return Self.plainText(status: .unauthorized,
-                        "Unauthorized: no sender is known by this server key; a topic send needs the key a sender logged in with over CCS, subscribed tokens or sent to its tokens with, a topic only one sender's devices hold, or --config")
-                }
-                engine.provisionSender(known, key: key)
-                sender = known
+            return await legacyTopicSend(sendRequest, caller: caller, isJSON: isJSON, audited: audited)
+        }
+    }
+
+    /// A send to one token (`to`) or up to 1000 (`registration_ids`): one result per token.
+    private func legacyTokenSend(_ sendRequest: LegacySendRequest, senders: [String], caller: SenderChoice,
+                                 isJSON: Bool, audited: AuditedRequest) async -> Response {
+        let results = await send(sendRequest.message, tokens: sendRequest.tokens, senders: senders)
+        if case .tokensOwn(let key?) = caller {
+            // Permissive mode: a sender first seen sending to its tokens with this key is known by
+            // it from now on, as after a CCS login (a later topic send with the key finds it).
+            let accepted = Set(zip(senders, results).compactMap { sender, result -> String? in
+                if case .accepted = result { return sender } else { return nil }
+            })
+            for sender in accepted { engine.provisionSender(sender, key: key) }
+        }
+        if let sender = senders.first {
+            let unregistered = zip(sendRequest.tokens, results).compactMap { token, result -> String? in
+                if case .refused(.unregistered) = result { return token } else { return nil }
             }
-            let results = await engineSend(SendRequest(sender: sender, target: sendRequest.target, message: sendRequest.message,
-                                                       origin: SendOrigin(api: .legacy)))
-            auditSend(api: "legacy", sender: sender, target: sendRequest.target, status: 200, request: audited)
-            switch results.first {
-            case .fannedOut(let number)?:
-                // FCM answers a topic or condition send with a number, not a string.
-                return isJSON ? Self.json(.object(["message_id": .int(number)])) : Self.plainText("id=\(number)")
-            case .refused(let error)?:
-                return isJSON ? Self.json(.object(["error": .string(Self.legacyErrorName(error))]))
-                              : Self.plainText("Error=\(Self.legacyErrorName(error))")
-            case .accepted?, .group?, nil: // not answers to a topic or condition
-                return Self.plainText(status: .internalServerError, "InternalServerError")
+            let canonical = zip(sendRequest.tokens, results).compactMap { token, result -> (old: String, new: String)? in
+                if case .accepted(_, _, let new?) = result { return (token, new) } else { return nil }
             }
+            auditSend(api: "legacy", sender: sender, target: sendRequest.target, status: 200, unregistered: unregistered,
+                      canonical: canonical, request: audited)
+        }
+        if case .token = sendRequest.target, case .group(let outcome)? = results.first {
+            return Self.legacyGroupAnswer(outcome, isJSON: isJSON)
+        }
+        let shown: [LegacyResult] = zip(results, senders).map { result, sender in
+            switch result {
+            case .accepted(_, let id, let canonical):
+                return .messageID(shownMessageID(id, dryRun: sendRequest.message.dryRun, sender: sender), canonical: canonical)
+            case .refused(let error):
+                return .error(Self.legacyErrorName(error))
+            case .fannedOut:
+                return .error("InternalServerError") // not an answer to a token
+            case .group:
+                // A key among `registration_ids`: each entry there is a token (FCM took keys in
+                // `to` or `notification_key` only), and the engine only sends to groups by `to`.
+                return .error("InvalidRegistration")
+            }
+        }
+        if isJSON { return Self.legacyJSON(results: shown) }
+        switch shown.first {
+        case .messageID(let id, nil)?: return Self.plainText("id=\(id)")
+        case .messageID(let id, let canonical?)?: return Self.plainText("id=\(id)\nregistration_id=\(canonical)")
+        case .error(let name)?: return Self.plainText("Error=\(name)")
+        case nil: return Self.plainText("Error=MissingRegistration")
+        }
+    }
+
+    /// A send to a topic or a condition: answered with a number, by the sender the caller stands for.
+    private func legacyTopicSend(_ sendRequest: LegacySendRequest, caller: SenderChoice, isJSON: Bool,
+                                 audited: AuditedRequest) async -> Response {
+        let sender: String
+        switch caller {
+        case .fixed(let s): sender = s
+        case .configured(let list): sender = list.first ?? "0"
+        case .tokensOwn(let key):
+            // A topic belongs to one sender, and a key names none by itself in permissive mode:
+            // the sender is the one that logged in over CCS, subscribed tokens or sent to its
+            // tokens with this key; else the one sender whose devices hold the topic(s) (apps
+            // usually subscribe themselves, so the app server's key may be new here).
+            let topics: [String]
+            switch sendRequest.target {
+            case .topic(let name): topics = [name]
+            case .condition(let source): topics = (try? TopicCondition.parse(source).topics) ?? []
+            default: topics = []
+            }
+            guard let key, let known = engine.senders(withServerKey: key).first ?? engine.soleSender(ofTopics: topics) else {
+                return Self.plainText(status: .unauthorized,
+                    "Unauthorized: no sender is known by this server key; a topic send needs the key a sender logged in with over CCS, subscribed tokens or sent to its tokens with, a topic only one sender's devices hold, or --config")
+            }
+            engine.provisionSender(known, key: key)
+            sender = known
+        }
+        let results = await engineSend(SendRequest(sender: sender, target: sendRequest.target, message: sendRequest.message,
+                                                   origin: SendOrigin(api: .legacy)))
+        auditSend(api: "legacy", sender: sender, target: sendRequest.target, status: 200, request: audited)
+        switch results.first {
+        case .fannedOut(let number)?:
+            // FCM answers a topic or condition send with a number, not a string.
+            return isJSON ? Self.json(.object(["message_id": .int(number)])) : Self.plainText("id=\(number)")
+        case .refused(let error)?:
+            return isJSON ? Self.json(.object(["error": .string(Self.legacyErrorName(error))]))
+                          : Self.plainText("Error=\(Self.legacyErrorName(error))")
+        case .accepted?, .group?, nil: // not answers to a topic or condition
+            return Self.plainText(status: .internalServerError, "InternalServerError")
         }
     }
 
