@@ -40,16 +40,19 @@ let package = Package(
         .target(name: "PushDomain"),
         .target(name: "PlatformRendering", dependencies: ["PushDomain"]),
         .target(name: "CCSProtocol", dependencies: ["PushDomain"]),
-        .target(name: "CCSStore", dependencies: [
+        // The storage-neutral model: records, store operations, `Persistence`, the cluster protocol,
+        // the group committer and an in-memory backend; SQLite and PostgreSQL implement it apart.
+        .target(name: "StoreModel", dependencies: ["Locking", "PushDomain"]),
+        .target(name: "SQLiteStore", dependencies: [
             "Locking",
-            "PushDomain",
+            "PushDomain", "StoreModel",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "GRDBSQLite", package: "GRDB.swift"),
         ]),
         // The PostgreSQL backend of `Persistence`, for several nodes on one database (docs/scaling.md).
         .target(name: "PostgresStore", dependencies: [
             "Locking",
-            "PushDomain", "CCSStore",
+            "PushDomain", "StoreModel",
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -68,14 +71,14 @@ let package = Package(
         .target(name: "AppServerAudit", dependencies: ["Locking", "PushDomain"]),
         .target(name: "CCSEngine", dependencies: [
             "Locking",
-            "PushDomain", "CCSProtocol", "CCSStore", "PlatformRendering", "FaultInjection", "AppServerAudit", "MessageJournal",
+            "PushDomain", "CCSProtocol", "StoreModel", "PlatformRendering", "FaultInjection", "AppServerAudit", "MessageJournal",
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "XMPPServer", dependencies: [
             "Locking",
-            "XMLStreaming", "CCSProtocol", "CCSEngine", "CCSStore", "FaultInjection", "AppServerAudit",
+            "XMLStreaming", "CCSProtocol", "CCSEngine", "StoreModel", "FaultInjection", "AppServerAudit",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -83,7 +86,7 @@ let package = Package(
         ]),
         .target(name: "APNsGateway", dependencies: [
             "Locking",
-            "PushDomain", "CCSEngine", "CCSStore", "FaultInjection",
+            "PushDomain", "CCSEngine", "StoreModel", "FaultInjection",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOTLS", package: "swift-nio"),
@@ -139,7 +142,7 @@ let package = Package(
         ]),
         // Web Push delivery to a web device's push service (RFC 8030/8291/8292), `serve --web-push on`.
         .target(name: "WebPushDelivery", dependencies: [
-            "Locking", "PushDomain", "CCSEngine", "CCSStore",
+            "Locking", "PushDomain", "CCSEngine", "StoreModel",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
@@ -149,7 +152,7 @@ let package = Package(
         ]),
         .target(name: "CCSEmulator", dependencies: [
             "Locking", "WebPushDelivery", "HTTPRequestBody",
-            "XMPPServer", "APNsGateway", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "CCSStore", "PostgresStore", "CCSProtocol", "MessageJournal", "Dashboard",
+            "XMPPServer", "APNsGateway", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "StoreModel", "SQLiteStore", "PostgresStore", "CCSProtocol", "MessageJournal", "Dashboard",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -178,7 +181,7 @@ let package = Package(
         ]),
         .target(name: "ConformanceRunner", dependencies: [
             "Locking",
-            "CCSEmulator", "CCSEngine", "CCSStore", "DeviceSimulator", "AppServerAudit", "FaultInjection", "PushDomain",
+            "CCSEmulator", "CCSEngine", "StoreModel", "DeviceSimulator", "AppServerAudit", "FaultInjection", "PushDomain",
             "APNsGateway", "GoogleAuth",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -186,7 +189,7 @@ let package = Package(
         ]),
         .executableTarget(name: "ccs-emulator", dependencies: [
             "Locking",
-            "CCSEmulator", "DeviceSimulator", "LoadGenerator", "ConformanceRunner", "CCSEngine", "CCSProtocol", "CCSStore", "PostgresStore", "XMPPServer", "MessageJournal",
+            "CCSEmulator", "DeviceSimulator", "LoadGenerator", "ConformanceRunner", "CCSEngine", "CCSProtocol", "StoreModel", "SQLiteStore", "PostgresStore", "XMPPServer", "MessageJournal",
             "GoogleAuth", "PushDomain",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -208,7 +211,7 @@ let package = Package(
         .testTarget(name: "XMLStreamingTests", dependencies: ["XMLStreaming"]),
         .testTarget(name: "PlatformRenderingTests", dependencies: ["PlatformRendering", "PushDomain"]),
         .testTarget(name: "APNsGatewayTests", dependencies: [
-            "APNsGateway", "CCSEngine", "CCSStore", "PushDomain",
+            "APNsGateway", "CCSEngine", "StoreModel", "SQLiteStore", "PushDomain",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOTLS", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
@@ -220,12 +223,12 @@ let package = Package(
         .testTarget(name: "FaultInjectionTests", dependencies: ["FaultInjection", "CCSProtocol"]),
         .testTarget(name: "AppServerAuditTests", dependencies: ["AppServerAudit"]),
         .testTarget(name: "ConformanceRunnerTests", dependencies: ["ConformanceRunner", "AppServerAudit", "PushDomain"]),
-        .testTarget(name: "CCSStoreTests", dependencies: [
-            "Locking", "CCSStore", "PostgresStore", "PushDomain", .product(name: "GRDB", package: "GRDB.swift"),
+        .testTarget(name: "SQLiteStoreTests", dependencies: [
+            "Locking", "StoreModel", "SQLiteStore", "PostgresStore", "PushDomain", .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
-        .testTarget(name: "CCSEngineTests", dependencies: ["Locking", "CCSEngine", "CCSStore", "CCSProtocol"]),
+        .testTarget(name: "CCSEngineTests", dependencies: ["Locking", "CCSEngine", "StoreModel", "SQLiteStore", "CCSProtocol"]),
         .testTarget(name: "LoadGeneratorTests", dependencies: [
             "LoadGenerator",
             .product(name: "NIOCore", package: "swift-nio"),
@@ -236,7 +239,7 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "XMPPServerTests", dependencies: [
-            "XMPPServer", "XMLStreaming", "CCSEngine", "CCSStore", "CCSProtocol",
+            "XMPPServer", "XMLStreaming", "CCSEngine", "StoreModel", "SQLiteStore", "CCSProtocol",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
@@ -267,7 +270,7 @@ let package = Package(
             .product(name: "HummingbirdTesting", package: "hummingbird"),
         ]),
         .testTarget(name: "HTTPAPITests", dependencies: [
-            "HTTPAPI", "HTTPRequestBody", "CCSEngine", "CCSStore", "CCSProtocol", "FaultInjection",
+            "HTTPAPI", "HTTPRequestBody", "CCSEngine", "StoreModel", "SQLiteStore", "CCSProtocol", "FaultInjection",
             .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -283,7 +286,7 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "FCMHTTPTests", dependencies: [
-            "FCMHTTP", "GoogleAuth", "CCSEngine", "CCSStore", "CCSProtocol",
+            "FCMHTTP", "GoogleAuth", "CCSEngine", "StoreModel", "SQLiteStore", "CCSProtocol",
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "Hummingbird", package: "hummingbird"),

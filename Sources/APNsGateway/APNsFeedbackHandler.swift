@@ -1,5 +1,5 @@
 import CCSEngine
-import CCSStore
+import StoreModel
 import Logging
 import NIOCore
 import NIOSSL

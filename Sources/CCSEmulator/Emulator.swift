@@ -1,7 +1,8 @@
 import APNsGateway
 import CCSEngine
 import CCSProtocol
-import CCSStore
+import StoreModel
+import SQLiteStore
 import PostgresStore
 import ConnectProxy
 import Dashboard

@@ -1,12 +1,12 @@
-import CCSStore
+import StoreModel
 
 /// The read-only views the admin API shows, and the one wait it offers: the only surface HTTPAPI
 /// uses besides the engine's commands, so that it never reaches into the store or its writer.
 extension Engine {
     // The records those views hand out, named here so that HTTPAPI need not import the store.
-    public typealias DeviceRecord = CCSStore.DeviceRecord
-    public typealias QueuedMessage = CCSStore.QueuedMessage
-    public typealias TrayEntry = CCSStore.TrayEntry
+    public typealias DeviceRecord = StoreModel.DeviceRecord
+    public typealias QueuedMessage = StoreModel.QueuedMessage
+    public typealias TrayEntry = StoreModel.TrayEntry
 
     /// The notifications shown in a device's tray, oldest first.
     public func tray(token: String) throws -> [TrayEntry] {

@@ -1,5 +1,5 @@
 import CCSProtocol
-import CCSStore
+import StoreModel
 
 /// Why a device-group management request was refused. The texts are the ones the real service
 /// answered where they are known (spec §6.3; client libraries match on them), the emulator's own

@@ -1,5 +1,5 @@
 import CCSProtocol
-import CCSStore
+import StoreModel
 import PlatformRendering
 
 /// What a simulated device is doing, as far as delivery is concerned. Persisted with the device.

@@ -1,5 +1,5 @@
 import CCSProtocol
-import CCSStore
+import StoreModel
 
 /// iOS apps reached through the APNs legacy binary gateway: device tokens, Apple's store-and-forward
 /// rule, the feedback service's tuples. The gateway (APNsGateway) maps its frames into a `Message` and

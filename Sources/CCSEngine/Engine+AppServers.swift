@@ -1,5 +1,5 @@
 import CCSProtocol
-import CCSStore
+import StoreModel
 import Synchronization
 
 /// App-server connections: authentication, the per-sender cap, draining, and what each one holds.

@@ -1,4 +1,4 @@
-import CCSStore
+import StoreModel
 
 extension Engine {
     public var isVirtualClock: Bool { clock is VirtualClock }

@@ -1,4 +1,4 @@
-import CCSStore
+import StoreModel
 
 /// This node's side of a cluster (docs/scaling.md): what the other nodes' writes mean here.
 extension Engine: ClusterEvents {

@@ -1,5 +1,5 @@
 import CCSProtocol
-import CCSStore
+import StoreModel
 import FaultInjection
 
 /// Simulated devices: registration, their connections, what they are handed, their states.

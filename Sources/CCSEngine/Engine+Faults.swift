@@ -1,5 +1,5 @@
 import CCSProtocol
-import CCSStore
+import StoreModel
 import FaultInjection
 
 /// Fault rules as commands: each change is on disk before it is answered, so that rules survive a

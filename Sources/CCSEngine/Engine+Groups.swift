@@ -1,5 +1,5 @@
 import CCSProtocol
-import CCSStore
+import StoreModel
 
 /// A device group as the admin API and the management API show it.
 public struct DeviceGroupView: Sendable, Equatable {

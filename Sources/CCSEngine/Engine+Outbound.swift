@@ -1,5 +1,5 @@
 import CCSProtocol
-import CCSStore
+import StoreModel
 import DequeModule
 
 /// The answer the device channel gives a device for one upstream message.

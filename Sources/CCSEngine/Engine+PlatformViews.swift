@@ -1,5 +1,5 @@
 import CCSProtocol
-import CCSStore
+import StoreModel
 import PlatformRendering
 
 /// What each platform's device is shown: a stored message rendered for the device it is handed to.

@@ -1,5 +1,5 @@
 import CCSProtocol
-import CCSStore
+import StoreModel
 import Synchronization
 
 /// What the store keeps for a device: a message as the device will see it, and the notices the

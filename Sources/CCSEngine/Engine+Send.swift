@@ -1,6 +1,6 @@
 import CCSProtocol
 import FaultInjection
-import CCSStore
+import StoreModel
 import PlatformRendering
 import Locking
 

@@ -1,5 +1,5 @@
 import CCSProtocol
-import CCSStore
+import StoreModel
 import Locking
 import MessageJournal
 

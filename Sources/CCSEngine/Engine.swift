@@ -1,6 +1,6 @@
 import AppServerAudit
 import CCSProtocol
-import CCSStore
+import StoreModel
 import DequeModule
 import FaultInjection
 import Locking

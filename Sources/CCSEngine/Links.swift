@@ -1,4 +1,4 @@
-import CCSStore
+import StoreModel
 
 /// How the engine reaches a connected simulated device. Implemented by the device channel; every
 /// method may be called from any thread and must hop to the connection's own thread itself.

@@ -1,4 +1,4 @@
-import CCSStore
+import StoreModel
 
 extension Engine {
     /// Who exists: the senders, one record per app installation (keyed by its first registration

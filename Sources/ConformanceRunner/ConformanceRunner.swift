@@ -2,7 +2,7 @@ import APNsGateway
 import AppServerAudit
 import CCSEmulator
 import CCSEngine
-import CCSStore
+import StoreModel
 import FaultInjection
 import Foundation
 import GoogleAuth

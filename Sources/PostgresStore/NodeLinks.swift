@@ -4,7 +4,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
-import CCSStore
+import StoreModel
 
 /// Direct TCP links between the nodes, over TLS keyed by the listener's secret (`NodeLinkTLS`), for what they tell each other before anything is written
 /// (docs/scaling.md, "confirmed before written"): offers and confirmations, as the binary frames

@@ -1,4 +1,4 @@
-import CCSStore
+import StoreModel
 import Dispatch
 import Locking
 import Logging

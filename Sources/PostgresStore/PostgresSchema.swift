@@ -1,11 +1,11 @@
-import CCSStore
+import StoreModel
 
 /// The PostgreSQL schema: the same tables and columns as the SQLite backend's newest migration, so
 /// that an export (docs/export-format.md) moves between the two backends unchanged.
 enum PostgresSchema {
     /// The schema an export names: the SQLite backend's newest migration, whose tables these are
     /// (its indexes may differ: an export carries rows, not indexes).
-    static let name = Store.newestMigration
+    static let name = StoreSchema.newest
 
     /// One migration: DDL statements (split at each `;` that ends a line), or one statement as is
     /// (a function body has `;`s of its own).

@@ -1,4 +1,4 @@
-import CCSStore
+import StoreModel
 import PostgresNIO
 
 /// A topic or condition message written for its whole audience in one transaction, with set-based

@@ -1,6 +1,6 @@
 import AsyncHTTPClient
 import CCSEngine
-import CCSStore
+import StoreModel
 import Foundation
 import Locking
 import Logging

@@ -1,6 +1,6 @@
 import CCSEngine
 import CCSProtocol
-import CCSStore
+import StoreModel
 import NIOCore
 import XMLStreaming
 

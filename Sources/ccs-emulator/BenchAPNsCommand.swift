@@ -2,7 +2,7 @@ import ArgumentParser
 import CCSEmulator
 import CCSEngine
 import CCSProtocol
-import CCSStore
+import StoreModel
 import Foundation
 import LoadGenerator
 import Locking

@@ -1,7 +1,8 @@
 import ArgumentParser
 import CCSEngine
 import CCSProtocol
-import CCSStore
+import StoreModel
+import SQLiteStore
 import Foundation
 import LoadGenerator
 import Locking

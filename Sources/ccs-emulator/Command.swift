@@ -1,7 +1,8 @@
 import ArgumentParser
 import CCSEmulator
 import CCSEngine
-import CCSStore
+import StoreModel
+import SQLiteStore
 import Foundation
 import Logging
 import MessageJournal

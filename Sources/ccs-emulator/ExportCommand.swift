@@ -1,6 +1,7 @@
 import ArgumentParser
 import CCSProtocol
-import CCSStore
+import StoreModel
+import SQLiteStore
 import Foundation
 import PostgresStore
 

@@ -1,6 +1,6 @@
 import CCSEngine
 import CCSProtocol
-import CCSStore
+import StoreModel
 import Testing
 
 /// Apple's store-and-forward rule (only the newest notification per app is kept) for a connected

@@ -1,5 +1,5 @@
 @testable import CCSEngine
-import CCSStore
+import StoreModel
 import Testing
 
 /// Each admission rule holds back only what its platform behaviour does, on its own.

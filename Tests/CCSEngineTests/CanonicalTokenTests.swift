@@ -1,6 +1,6 @@
 import CCSEngine
 import CCSProtocol
-import CCSStore
+import StoreModel
 import Testing
 
 /// A token refresh and the canonical registration ids it brings (docs/semantics.md).

@@ -1,6 +1,6 @@
 @testable import CCSEngine
 import CCSProtocol
-import CCSStore
+import StoreModel
 import Foundation
 import Locking
 import Synchronization

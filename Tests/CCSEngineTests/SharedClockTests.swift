@@ -1,5 +1,5 @@
 import CCSEngine
-import CCSStore
+import StoreModel
 import Testing
 
 /// A cluster's nodes share the virtual clock: another node's advance moves this one forward, never back.

@@ -1,6 +1,7 @@
 import CCSEngine
 import CCSProtocol
-import CCSStore
+import StoreModel
+import SQLiteStore
 import Foundation
 import HTTPAPI
 import HTTPRequestBody

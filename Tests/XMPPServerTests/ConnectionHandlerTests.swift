@@ -1,5 +1,6 @@
 import CCSEngine
-import CCSStore
+import StoreModel
+import SQLiteStore
 import Foundation
 import Logging
 import NIOCore

@@ -1,4 +1,4 @@
-import CCSStore
+import StoreModel
 import Foundation
 import Locking
 import PushDomain

@@ -1,4 +1,4 @@
-import CCSStore
+import StoreModel
 import Testing
 
 /// Device message ids of the nodes of one cluster never collide (issue 39, item 4): each node mints

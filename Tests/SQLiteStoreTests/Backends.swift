@@ -1,4 +1,5 @@
-import CCSStore
+import StoreModel
+import SQLiteStore
 import Foundation
 @testable import PostgresStore
 import PushDomain

@@ -1,4 +1,4 @@
-import CCSStore
+import StoreModel
 import PushDomain
 import Foundation
 import Locking

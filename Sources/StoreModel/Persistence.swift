@@ -48,4 +48,15 @@ public protocol Persistence: Sendable {
     func injectReadFailures(_ on: Bool)
 }
 
-extension Store: Persistence {}
+/// What `apply` throws for a message to a token the store has no device for.
+public struct UnknownDevice: Error, CustomStringConvertible {
+    public var token: String
+    public init(token: String) { self.token = token }
+    public var description: String { "no device with token \(token)" }
+}
+
+/// What `apply` throws for an op chosen by `injectFailures`.
+public struct InjectedStoreFailure: Error, CustomStringConvertible {
+    public init() {}
+    public var description: String { "injected store failure" }
+}

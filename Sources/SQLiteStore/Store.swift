@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Locking
 import PushDomain
+import StoreModel
 import Synchronization
 
 /// Durable state in SQLite (WAL mode) through GRDB.
@@ -36,7 +37,7 @@ public final class Store: Sendable {
     }
 
     /// The newest migration's name: what an export names as its schema (docs/export-format.md).
-    public static let newestMigration = "v11: refreshed tokens"
+    public static let newestMigration = StoreSchema.newest
 
     static var migrator: DatabaseMigrator {
         var m = DatabaseMigrator()
@@ -719,19 +720,6 @@ public final class Store: Sendable {
     }
 }
 
-/// What `apply` throws for a message to a token the store has no device for.
-public struct UnknownDevice: Error, CustomStringConvertible {
-    public var token: String
-    public init(token: String) { self.token = token }
-    public var description: String { "no device with token \(token)" }
-}
-
-/// What `apply` throws for an op chosen by `injectFailures`.
-public struct InjectedStoreFailure: Error, CustomStringConvertible {
-    public init() {}
-    public var description: String { "injected store failure" }
-}
-
 /// The database file is not one SQLite can read: the emulator refuses to start rather than run on it
 /// (docs/hardening.md, "Storage faults").
 public struct UnreadableDatabase: Error, CustomStringConvertible {
@@ -746,4 +734,11 @@ extension MessageKind {
     /// An app server's message (FCM or APNs) under an id a node minted: another message with its id
     /// is another message, refused rather than put in its place (`Store.insert`).
     var isMintedMessage: Bool { self == .message || self == .apnsNotification }
+}
+
+extension Store: Persistence {}
+
+/// What one transaction removed, gathered while it runs (on the writer's thread only).
+final class QueueRemovals {
+    var items: [QueueRemoval] = []
 }

@@ -1,5 +1,6 @@
 import GRDB
 import PushDomain
+import StoreModel
 
 /// A topic or condition message written for its whole audience in one transaction, with set-based
 /// statements: the per-device rules (collapse, the 100-message limit, the collapse-key limit) are

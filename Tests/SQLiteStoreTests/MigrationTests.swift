@@ -1,4 +1,5 @@
-@testable import CCSStore
+import StoreModel
+@testable import SQLiteStore
 import Foundation
 import GRDB
 import Testing

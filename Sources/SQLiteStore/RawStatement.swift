@@ -1,5 +1,6 @@
 import GRDB
 import GRDBSQLite
+import StoreModel
 
 /// The store's hottest statements (a message queued for a device, an upstream message kept for its
 /// app server, and their removals) bound through SQLite's C API. GRDB's `StatementArguments` box

@@ -328,7 +328,3 @@ public struct QueueRemoval: Sendable, Equatable {
     }
 }
 
-/// What one transaction removed, gathered while it runs (on the writer's thread only).
-final class QueueRemovals {
-    var items: [QueueRemoval] = []
-}
