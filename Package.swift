@@ -211,7 +211,7 @@ let package = Package(
         .testTarget(name: "XMLStreamingTests", dependencies: ["XMLStreaming"]),
         .testTarget(name: "PlatformRenderingTests", dependencies: ["PlatformRendering", "PushDomain"]),
         .testTarget(name: "APNsGatewayTests", dependencies: [
-            "APNsGateway", "CCSEngine", "StoreModel", "SQLiteStore", "PushDomain",
+            "APNsGateway", "CCSEngine", "StoreModel", "PushDomain",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOTLS", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
@@ -228,7 +228,7 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
-        .testTarget(name: "CCSEngineTests", dependencies: ["Locking", "CCSEngine", "StoreModel", "SQLiteStore", "CCSProtocol"]),
+        .testTarget(name: "CCSEngineTests", dependencies: ["Locking", "CCSEngine", "StoreModel", "CCSProtocol"]),
         .testTarget(name: "LoadGeneratorTests", dependencies: [
             "LoadGenerator",
             .product(name: "NIOCore", package: "swift-nio"),
@@ -239,7 +239,7 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "XMPPServerTests", dependencies: [
-            "XMPPServer", "XMLStreaming", "CCSEngine", "StoreModel", "SQLiteStore", "CCSProtocol",
+            "XMPPServer", "XMLStreaming", "CCSEngine", "StoreModel", "CCSProtocol",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
@@ -270,7 +270,7 @@ let package = Package(
             .product(name: "HummingbirdTesting", package: "hummingbird"),
         ]),
         .testTarget(name: "HTTPAPITests", dependencies: [
-            "HTTPAPI", "HTTPRequestBody", "CCSEngine", "StoreModel", "SQLiteStore", "CCSProtocol", "FaultInjection",
+            "HTTPAPI", "HTTPRequestBody", "CCSEngine", "StoreModel", "CCSProtocol", "FaultInjection",
             .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -286,7 +286,7 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "FCMHTTPTests", dependencies: [
-            "FCMHTTP", "GoogleAuth", "CCSEngine", "StoreModel", "SQLiteStore", "CCSProtocol",
+            "FCMHTTP", "GoogleAuth", "CCSEngine", "StoreModel", "CCSProtocol",
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "Hummingbird", package: "hummingbird"),

@@ -1,6 +1,5 @@
 import CCSEngine
 import StoreModel
-import SQLiteStore
 import Foundation
 import Logging
 import NIOCore
@@ -18,9 +17,7 @@ import Testing
         let channel = EmbeddedChannel()
 
         init(topic: GatewayConnection.Topic = .bundleID("com.example.app")) throws {
-            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("apns-handler-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-            let store = try Store(path: dir.appendingPathComponent("db.sqlite").path, durability: .normal)
+            let store = InMemoryStore()
             engine = try Engine(committer: GroupCommitter(store: store), clock: VirtualClock(startMillis: 1_700_000_000_000),
                                 configuration: .init())
             let handler = APNsGatewayHandler(engine: engine, payloadLimit: 2048, connections: APNsConnections(),

@@ -62,15 +62,15 @@ import Testing
     }
 
     @Test func refreshedTokensSurviveARestart() async throws {
-        let path = try Harness.temporaryDatabasePath()
+        let store = Harness.newStore()
         let token: String, fresh: String
         do {
-            let h = try Harness(path: path)
+            let h = try Harness(store: store)
             token = try await h.register().token
             fresh = try await h.engine.refreshToken(token).canonicalToken
             await h.settle()
         }
-        let h = try Harness(path: path)
+        let h = try Harness(store: store)
         #expect(h.engine.device(token: fresh)?.token == token)
         guard case .accepted(token, _, fresh?) = await sendResult(h, to: token, id: "after-restart") else {
             Issue.record("the canonical id is known after a restart"); return

@@ -18,13 +18,13 @@ import Testing
     /// A's live-write delay is `delay`: an hour, so that a confirmation never misses it, or zero,
     /// so that the write is taken at once.
     func nodes(delay: Duration) async throws -> Nodes {
-        let path = try Harness.temporaryDatabasePath()
+        let store = Harness.newStore()
         let toB = FakeCluster(nodeID: "a", partnerNode: "b")
         let toA = FakeCluster(nodeID: "b", partnerNode: "a", messageIDSlot: 1)
-        let a = try Harness(path: path, liveWriteDelay: delay, cluster: toB)
+        let a = try Harness(store: store, liveWriteDelay: delay, cluster: toB)
         let d = try await a.register()
         // B reads the registration at start (its registry is loaded from the shared store).
-        let b = try Harness(path: path, liveWriteDelay: .seconds(3600), cluster: toA)
+        let b = try Harness(store: store, liveWriteDelay: .seconds(3600), cluster: toA)
         toB.partner.withLock { $0.engine = b.engine }
         toA.partner.withLock { $0.engine = a.engine }
         let device = await b.connect(d.token)
@@ -36,10 +36,10 @@ import Testing
     /// offline device. Each node mints ids of its own, so both are stored and both senders ACKed;
     /// before, both got the same id and the second write replaced the first.
     @Test func twoNodesNeverMintTheSameIdForOneDevice() async throws {
-        let path = try Harness.temporaryDatabasePath()
-        let a = try Harness(path: path, cluster: FakeCluster(nodeID: "a", partnerNode: "b", messageIDSlot: 0))
+        let store = Harness.newStore()
+        let a = try Harness(store: store, cluster: FakeCluster(nodeID: "a", partnerNode: "b", messageIDSlot: 0))
         let d = try await a.register()
-        let b = try Harness(path: path, cluster: FakeCluster(nodeID: "b", partnerNode: "a", messageIDSlot: 1))
+        let b = try Harness(store: store, cluster: FakeCluster(nodeID: "b", partnerNode: "a", messageIDSlot: 1))
         for i in 0..<4 {
             #expect(await a.send(data("a\(i)", to: d.token)) == .ack(from: d.token))
             #expect(await b.send(data("b\(i)", to: d.token)) == .ack(from: d.token))

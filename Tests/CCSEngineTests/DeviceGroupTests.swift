@@ -207,18 +207,18 @@ import Testing
     @Test func aMemberNotRegisteredForTheSenderIsASenderMismatch() async throws {
         // Membership is checked when a token joins, and the emulator never takes a sender from a
         // registration; a group written by an older build (or by hand) may still hold one.
-        let path = try Harness.temporaryDatabasePath()
+        let store = Harness.newStore()
         var token = ""
         var groupID = ""
         do {
-            let h = try Harness(path: path)
+            let h = try Harness(store: store)
             token = try await h.register(senders: ["222"]).token
             groupID = NotificationKey.newGroupID()
             h.engine.committer.submit(.upsertDeviceGroup(DeviceGroupRecord(id: groupID, senderID: "111", name: "g",
                                                                           members: [token], createdAt: 0)))
             await h.settle()
         }
-        let h = try Harness(path: path)
+        let h = try Harness(store: store)
         let key = NotificationKey.make(groupID: groupID)
         let outcome = await sendGroup(h, key, message("m1"))
         #expect(outcome?.failed.map(\.error) == [.senderMismatch(token: token, sender: "111")])
@@ -239,15 +239,15 @@ import Testing
     }
 
     @Test func groupsSurviveARestart() async throws {
-        let path = try Harness.temporaryDatabasePath()
+        let store = Harness.newStore()
         var key = ""
         var token = ""
         do {
-            let h = try Harness(path: path)
+            let h = try Harness(store: store)
             token = try await h.register().token
             key = try await create(h, "durable", [token])
         }
-        let h = try Harness(path: path)
+        let h = try Harness(store: store)
         #expect(h.engine.deviceGroups(sender: "111").map(\.name) == ["durable"])
         #expect(h.engine.deviceGroups(token: token).map(\.name) == ["durable"])
         #expect(await sendGroup(h, key, message("m1"))?.success == 1)

@@ -406,15 +406,15 @@ import Testing
     }
 
     @Test func pendingOutboundSurvivesARestart() async throws {
-        let path = try Harness.temporaryDatabasePath()
+        let store = Harness.newStore()
         let token: String
         do {
-            let h = try Harness(path: path)
+            let h = try Harness(store: store)
             token = try await h.register().token
             _ = await h.upstream(token, ["to": "111@gcm.googleapis.com", "message_id": "u1"])
             await h.engine.committer.shutdown()
         }
-        let h = try Harness(path: path)
+        let h = try Harness(store: store)
         let server = h.appServer(id: "c")
         #expect(server.ids == ["u1"])
         #expect(h.engine.device(token: token) != nil)
@@ -590,15 +590,15 @@ import Testing
     }
 
     @Test func messageIDsStayUniqueAcrossARestartWithAStoppedVirtualClock() async throws {
-        let path = try Harness.temporaryDatabasePath()
+        let store = Harness.newStore()
         let token: String
         do {
-            let h = try Harness(path: path)
+            let h = try Harness(store: store)
             token = try await h.register().token
             for i in 0..<3 { _ = await h.send(data("a\(i)", to: token)) }
             await h.engine.committer.shutdown()
         }
-        let h = try Harness(path: path)  // same virtual start time
+        let h = try Harness(store: store)  // same virtual start time
         for i in 0..<3 { _ = await h.send(data("b\(i)", to: token)) }
         #expect(try h.queue(token).count == 6)
     }

@@ -1,7 +1,6 @@
 import CCSEngine
 import CCSProtocol
 import StoreModel
-import SQLiteStore
 import Foundation
 import Locking
 import Synchronization
@@ -31,28 +30,25 @@ final class FakeAppServer: AppServerLink {
     var ids: [String] { sent.withLock { $0.map(\.messageID) } }
 }
 
-/// An engine on a temporary database and a virtual clock. Its writer thread stops with it.
+/// An engine on an in-memory store (the SQL backends' rules without a database: their own tests in
+/// SQLiteStoreTests hold every backend to the same rules) and a virtual clock. Its writer thread
+/// stops with it.
 final class Harness: Sendable {
     let engine: Engine
     let clock: VirtualClock
 
     deinit { engine.committer.shutdownBlocking() }
 
-    init(configuration: Engine.Configuration = .init(), path: String? = nil, liveWriteDelay: Duration = .zero,
+    init(configuration: Engine.Configuration = .init(), store: (any Persistence)? = nil, liveWriteDelay: Duration = .zero,
          cluster: (any ClusterCoordinator)? = nil) throws {
-        let dbPath = try path ?? Self.temporaryDatabasePath()
         clock = VirtualClock(startMillis: 1_700_000_000_000)
-        engine = try Engine(committer: GroupCommitter(store: try Store(path: dbPath, durability: .normal),
-                                                           cancellableDelay: liveWriteDelay),
+        engine = try Engine(committer: GroupCommitter(store: store ?? InMemoryStore(), cancellableDelay: liveWriteDelay),
                             clock: clock, configuration: configuration, cluster: cluster)
     }
 
-    /// A database path in a fresh temporary directory; pass it to two harnesses to test a restart.
-    static func temporaryDatabasePath() throws -> String {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-engine-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        return dir.appendingPathComponent("db.sqlite").path
-    }
+    /// A fresh store; pass it to two harnesses, one after the other, to test a restart (or at once,
+    /// for two nodes on one shared store).
+    static func newStore() -> any Persistence { InMemoryStore() }
 
     func register(senders: [String] = ["111"], app: String = "com.example.app") async throws -> DeviceRecord {
         try await engine.registerDevice(app: app, senders: senders, platform: .android)

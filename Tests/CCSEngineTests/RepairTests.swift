@@ -10,10 +10,10 @@ import Testing
     // MARK: 2. outbound items of different devices with the same id
 
     @Test func sameUpstreamIDFromTwoDevicesSurvivesARestartAndEachAckRemovesOnlyItsOwn() async throws {
-        let path = try Harness.temporaryDatabasePath()
+        let store = Harness.newStore()
         let (a, b): (String, String)
         do {
-            let h = try Harness(path: path)
+            let h = try Harness(store: store)
             a = try await h.register().token
             b = try await h.register().token
             #expect(await h.upstream(a, ["to": "111@gcm.googleapis.com", "message_id": "1"]) == .sent(messageID: "1"))
@@ -21,7 +21,7 @@ import Testing
             // Like kill -9 before any app server ACKed: nothing but the store carries over.
             await h.engine.committer.shutdown()
         }
-        let h = try Harness(path: path)
+        let h = try Harness(store: store)
         #expect(Set(try h.engine.store.loadOutbound().map(\.token)) == [a, b])
         let server = h.appServer(id: "c")
         let delivered = server.sent.withLock { $0 }.compactMap { try? JSONValue.parse($0.json)["from"]?.stringValue }
@@ -114,10 +114,10 @@ import Testing
     // MARK: 6. the reinstall marker is its own field
 
     @Test func aStateChangeAfterAReinstallDoesNotAllowASecondReinstall() async throws {
-        let path = try Harness.temporaryDatabasePath()
+        let store = Harness.newStore()
         let token: String
         do {
-            let h = try Harness(path: path)
+            let h = try Harness(store: store)
             token = try await h.register().token
             let fresh = try await h.engine.reinstall(token: token)
             _ = try await h.engine.setDeviceState(token: token, foreground: false, idle: nil)
@@ -126,7 +126,7 @@ import Testing
             }
             await h.engine.committer.shutdown()
         }
-        let h = try Harness(path: path)
+        let h = try Harness(store: store)
         #expect(h.engine.device(token: token)?.replacedBy != nil)
         await #expect(throws: DeviceManagementError.self) { _ = try await h.engine.reinstall(token: token) }
         #expect(h.engine.allDevices().count == 2)

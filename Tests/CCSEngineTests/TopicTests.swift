@@ -115,17 +115,17 @@ import Testing
     }
 
     @Test func subscriptionsSurviveARestartAndGoWithAnUninstall() async throws {
-        let path = try Harness.temporaryDatabasePath()
+        let store = Harness.newStore()
         let (kept, gone): (String, String)
         do {
-            let h = try Harness(path: path)
+            let h = try Harness(store: store)
             kept = try await h.register().token
             gone = try await h.register().token
             _ = await subscribe(h, [kept, gone], to: "t")
             try await h.engine.uninstall(token: gone)
             await h.settle()
         }
-        let h = try Harness(path: path)
+        let h = try Harness(store: store)
         #expect(h.engine.topics(token: kept, senderID: "111")?.keys.sorted() == ["t"])
         #expect(h.engine.topics(token: gone, senderID: "111") == [:])
         #expect(h.engine.topicSubscriberCounts(senderID: "111") == ["t": 1])
@@ -134,7 +134,7 @@ import Testing
         #expect(try h.queue(kept).count == 1)
         #expect(try h.queue(gone).isEmpty)
         // The body outlives a restart with its rows.
-        let restarted = try Harness(path: path)
+        let restarted = try Harness(store: store)
         #expect(try restarted.queue(kept).first.map { try JSONValue.parse($0.payload)["from"] } == "/topics/t")
     }
 

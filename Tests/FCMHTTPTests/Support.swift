@@ -1,7 +1,6 @@
 import CCSEngine
 import CCSProtocol
 import StoreModel
-import SQLiteStore
 import FCMHTTP
 import Foundation
 import GoogleAuth
@@ -20,7 +19,7 @@ final class Fixture: Sendable {
     init(authMode: AuthMode = .permissive, senders: [String: String] = [:], projects: [String: String] = [:]) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("fcm-http-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let store = try Store(path: directory.appendingPathComponent("db.sqlite").path, durability: .normal)
+        let store = InMemoryStore()
         engine = try Engine(committer: GroupCommitter(store: store), clock: clock,
                             configuration: .init(authMode: authMode, configuredSenders: senders))
         api = try FCMHTTPAPI(engine: engine, credentialsDirectory: directory.appendingPathComponent("credentials").path,

@@ -1,7 +1,6 @@
 import CCSEngine
 import CCSProtocol
 import StoreModel
-import SQLiteStore
 import Foundation
 import HTTPAPI
 import HTTPRequestBody
@@ -17,9 +16,7 @@ import Testing
         let clock = VirtualClock(startMillis: 1_700_000_000_000)
 
         init(clock wall: Bool = false) throws {
-            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-admin-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-            let store = try Store(path: dir.appendingPathComponent("db.sqlite").path, durability: .normal)
+            let store = InMemoryStore()
             engine = try Engine(committer: GroupCommitter(store: store),
                                 clock: wall ? WallClock() : clock, configuration: .init())
         }

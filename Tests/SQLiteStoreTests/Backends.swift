@@ -1,3 +1,4 @@
+import Locking
 import StoreModel
 import SQLiteStore
 import Foundation
@@ -11,13 +12,15 @@ import Testing
 enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case sqlite
     case postgres
+    /// `InMemoryStore`: the same rules without a database, kept for as long as the test runs.
+    case memory
 
     static let postgresURL: String? = {
         let value = ProcessInfo.processInfo.environment["CCS_TEST_POSTGRES_URL"] ?? ""
         return value.isEmpty ? nil : value
     }()
 
-    static var available: [Backend] { postgresURL == nil ? [.sqlite] : [.sqlite, .postgres] }
+    static var available: [Backend] { postgresURL == nil ? [.sqlite, .memory] : [.sqlite, .postgres, .memory] }
 
     var testDescription: String { rawValue }
 }
@@ -42,13 +45,25 @@ struct TestDatabase: Sendable {
             var url = base
             url.database = name
             location = url.urlString
+        case .memory:
+            location = "memory:" + UUID().uuidString
         }
     }
+
+    /// The in-memory stores by location: opening one again is a restart that keeps its state.
+    private static let memoryStores = Locked<[String: InMemoryStore]>([:])
 
     func open() throws -> any Persistence {
         switch backend {
         case .sqlite: return try Store(path: location, durability: .normal)
         case .postgres: return try PostgresStore(url: PostgresURL(parsing: location))
+        case .memory:
+            return Self.memoryStores.withLock { stores in
+                if let store = stores[location] { return store }
+                let store = InMemoryStore()
+                stores[location] = store
+                return store
+            }
         }
     }
 }

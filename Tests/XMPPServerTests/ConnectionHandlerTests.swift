@@ -1,6 +1,5 @@
 import CCSEngine
 import StoreModel
-import SQLiteStore
 import Foundation
 import Logging
 import NIOCore
@@ -22,9 +21,7 @@ import Testing
         weak var weakLink: ConnectionLink?
 
         init() throws {
-            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ccs-handler-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-            let store = try Store(path: dir.appendingPathComponent("db.sqlite").path, durability: .normal)
+            let store = InMemoryStore()
             engine = try Engine(committer: GroupCommitter(store: store), clock: VirtualClock(startMillis: 1_700_000_000_000),
                                 configuration: .init())
             let handler = XMPPConnectionHandler(role: .appServer, engine: engine, configuration: XMPPServerConfiguration(),
