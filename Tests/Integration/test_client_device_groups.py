@@ -148,3 +148,19 @@ def test_a_client_side_group_is_sent_to_over_fcm_send_and_ccs(server, devices):
     assert ack == {"from": group, "message_type": "ack", "success": 1, "failure": 0, "message_id": "cg-1"}, ack
     event = online.expect(lambda e: e.get("event") == "message", timeout=20)
     assert event["message"]["data"] == {"via": "ccs"}, event
+
+
+def test_the_google_address_through_proxy_mode(start_server):
+    """What an app configured for android.googleapis.com reaches through HTTPS_PROXY and the emulator's CA."""
+    srv = start_server(extra_args=["--proxy-port", "0"])
+    sender = new_sender_id()
+    a = register_device(srv.http_base, APP, [sender])["token"]
+    s = requests.Session()
+    s.trust_env = False
+    r = s.post("https://android.googleapis.com/gcm/googlenotification",
+               json={"operation": "create", "notification_key_name": "proxied", "registration_ids": [a],
+                     "id_token": id_token(srv)},
+               headers={"project_id": sender}, proxies={"https": f"http://127.0.0.1:{srv.ready['proxy_port']}"},
+               verify=srv.ca_cert, timeout=15)
+    assert r.status_code == 200 and r.json()["notification_key"].startswith("APA91b"), r.text
+    assert members(srv, sender) == [[a]]
