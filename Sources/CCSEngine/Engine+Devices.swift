@@ -195,8 +195,7 @@ extension Engine {
                     s.sessions.online[token]?.apnsStored = stored.contains { $0.kind == .apnsNotification } ? .mayHold : .holdsNone
                 }
                 let unheld = stored.filter { $0.expiresAt > now }
-                // Held messages that were collapsed away or expired meanwhile are held no longer.
-                if s.throttle != nil { s.throttle!.keep(token, ids: Set(unheld.map(\.deviceMessageID))) }
+                if s.throttle != nil { keepThrottled(unheld, token: token, &s) }
                 return take(unheld, token: token, fromBacklog: true, &s)
             }
             perform(sends)

@@ -21,14 +21,24 @@ extension Engine {
         return false
     }
 
+    /// After a read of the device's queue: held messages that were collapsed away or expired meanwhile,
+    /// or that the device's state keeps back now (Doze), are held by the throttle no longer (the tick
+    /// would read the queue again every second for them); `take` holds again what is still throttled.
+    func keepThrottled(_ queue: [QueuedMessage], token: String, _ s: inout State) {
+        let deviceState = s.registry.deviceStates[token] ?? DeviceState()
+        let platform = s.sessions.online[token]?.platform
+        s.throttle!.keep(token, ids: Set(queue.filter { deviceState.admits($0, platform: platform) }.map(\.deviceMessageID)))
+    }
+
     /// Reads again the queues of connected devices whose held messages may go now.
     func releaseThrottled(now: Int64) {
         let due = state.withLock { s -> [(String, any DeviceLink)] in
-            guard var throttle = s.throttle else { return [] }
-            throttle.prune(now: now)
-            s.throttle = throttle
-            return throttle.due(now: now).compactMap { token in
-                guard let online = s.sessions.online[token], online.loaded else { return nil }
+            guard s.throttle != nil else { return [] }
+            s.throttle!.prune(now: now)
+            // A device whose window is full gets its queue read again as it ACKs (`startsRefill`).
+            return s.throttle!.due(now: now).compactMap { token in
+                guard let online = s.sessions.online[token], online.loaded,
+                      online.inFlight.count < configuration.deviceWindow else { return nil }
                 return (token, online.link)
             }
         }

@@ -91,4 +91,27 @@ import Testing
         #expect(device.ids.last == held[0].deviceMessageID)
         #expect(h.engine.throttledMessageIDs(token: d.token).isEmpty)
     }
+
+    /// A device that leaves holds nothing throttled (its queue waits as any stored queue); connected
+    /// again with its bucket still empty, the message is held again, and goes at the refill.
+    @Test func aReconnectedDeviceIsThrottledAgainUntilTheRefill() async throws {
+        var configuration = Engine.Configuration()
+        configuration.collapsibleThrottle = CollapsibleThrottleRate(parsing: "1,1/min")
+        let h = try Harness(configuration: configuration)
+        let d = try await h.register()
+        let first = await h.connect(d.token)
+        #expect(await h.send(data("a", to: d.token) { $0.collapseKey = "k" }) == .ack(from: d.token))
+        #expect(first.ids.count == 1)
+        h.engine.deviceAcknowledged(token: d.token, deviceMessageID: first.ids[0])
+        #expect(await h.send(data("b", to: d.token) { $0.collapseKey = "k" }) == .ack(from: d.token))
+        await h.settle()
+        #expect(h.engine.throttledMessageIDs(token: d.token).count == 1)
+        h.engine.deviceDisconnected(token: d.token, link: first)
+        #expect(h.engine.throttledMessageIDs(token: d.token).isEmpty)
+        let second = await h.connect(d.token)
+        #expect(second.ids.isEmpty && h.engine.throttledMessageIDs(token: d.token).count == 1)
+        _ = try await h.engine.advanceClock(byMillis: 60_000)
+        try await h.waitUntil { second.ids.count == 1 }
+        #expect(second.payloads.first?["data"]?["id"] == "b")
+    }
 }
