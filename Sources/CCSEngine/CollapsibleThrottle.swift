@@ -1,7 +1,7 @@
-/// FCM's throttling of collapsible messages (firebase.google.com/docs/cloud-messaging/concept-options,
-/// "Throttling and scaling"): "the burst limit is 20 messages per app per device, with a refill of 1
-/// message every 3 minutes". Past it FCM holds messages back rather than refusing them, and a newer one
-/// with the same collapse key replaces the one held. `serve --collapsible-throttle fcm` (those numbers)
+/// FCM's throttling of collapsible messages (firebase.google.com/docs/cloud-messaging/throttling-and-quotas):
+/// a burst of 20 per app per device, then one message back every 3 minutes. Past it messages are held
+/// back rather than refused (GCM's advanced guide: a "pending queue" until new tokens come), and a
+/// newer one with the same collapse key replaces the one held. `serve --collapsible-throttle fcm` (those numbers)
 /// or `BURST,1/PERIOD`; off unless given (docs/semantics.md, "Collapsible-message throttling").
 public struct CollapsibleThrottleRate: Sendable, Equatable, CustomStringConvertible {
     /// Collapsible messages a device may take at once (1 to 1,000).
