@@ -114,4 +114,22 @@ import Testing
         try await h.waitUntil { second.ids.count == 1 }
         #expect(second.payloads.first?["data"]?["id"] == "b")
     }
+
+    /// "Now or never": a message with a time to live of 0 that the throttle holds back is not stored.
+    @Test func aTimeToLiveOfZeroPastTheBurstIsDropped() async throws {
+        var configuration = Engine.Configuration()
+        configuration.collapsibleThrottle = CollapsibleThrottleRate(parsing: "1,1/min")
+        let h = try Harness(configuration: configuration)
+        let d = try await h.register()
+        let device = await h.connect(d.token)
+        for id in ["a", "b"] {
+            #expect(await h.send(data(id, to: d.token) { $0.collapseKey = "k"; $0.timeToLive = 0 }) == .ack(from: d.token))
+        }
+        await h.settle()
+        #expect(device.ids.count == 1)
+        #expect(try h.queue(d.token).allSatisfy { $0.appMessageID != "b" })
+        _ = try await h.engine.advanceClock(byMillis: 60_000)
+        await h.settle()
+        #expect(device.ids.count == 1)
+    }
 }
