@@ -98,6 +98,8 @@ public struct EmulatorConfiguration: Sendable {
     public var projectMessageRate: MessageRate?
     /// A limit on one sender's messages to one topic (`serve --topic-message-rate`); nil: none.
     public var topicMessageRate: MessageRate?
+    /// FCM's throttling of collapsible messages per device (`--collapsible-throttle`); nil: off.
+    public var collapsibleThrottle: CollapsibleThrottleRate?
     /// Web Push delivery to web devices' push services (`--web-push on`); not with a shared store.
     public var webPush = false
     /// PEM certificates trusted for https push services besides the system's (`--web-push-ca`).
@@ -264,6 +266,7 @@ public final class Emulator: Sendable {
         engineConfiguration.deviceMessageRate = config.deviceMessageRate
         engineConfiguration.projectMessageRate = config.projectMessageRate
         engineConfiguration.topicMessageRate = config.topicMessageRate
+        engineConfiguration.collapsibleThrottle = config.collapsibleThrottle
         let journal = config.journal ? try openJournal(path: dataDir + "/journal.sqlite", config: config, logger: logger) : nil
         let prometheus = PrometheusMetrics()
         let engine = try Engine(committer: committer, clock: clock, configuration: engineConfiguration, journal: journal,
@@ -417,11 +420,13 @@ public final class Emulator: Sendable {
             let requestTimeout = TimeAmount.milliseconds(Int64(config.requestTimeoutMillis))
             let http1Configuration = HTTP1Channel.Configuration(
                 additionalChannelHandlers: [HTTPRequestDeadlines(timeout: requestTimeout)])
-            // The send routes on their connection's event loop, the others on the global executor.
-            let http1 = { @Sendable (responder: @escaping HTTPChannelHandler.Responder) in
-                HTTP1Channel(responder: LoopRoutes.responder(responder), configuration: http1Configuration)
+            // HTTP/1.1 and cleartext HTTP/2 (prior knowledge) on the plain port; the send routes on their
+            // connection's event loop, the others on the global executor.
+            let plain = HTTPServerBuilder {
+                EventLoopHTTPChannel(base: CleartextHTTPChannel(requestTimeout: requestTimeout, streamConfiguration: http1Configuration,
+                                                                responder: LoopRoutes.responder($0)))
             }
-            addApplication(HTTPServerBuilder { EventLoopHTTPChannel(base: http1($0)) }, option: "--http-port", port: config.httpPort)
+            addApplication(plain, option: "--http-port", port: config.httpPort)
             // Proxy mode tunnels HTTPS to a TLS listener: the --https-port one, or a private one on a free port.
             if config.httpsPort != nil || config.proxyPort != nil {
                 let tlsConfiguration = tlsConfig

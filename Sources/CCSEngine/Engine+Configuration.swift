@@ -34,6 +34,8 @@ extension Engine {
         public var projectMessageRate: MessageRate? = nil
         /// A limit on the messages one sender sends to one topic; nil: none (the default).
         public var topicMessageRate: MessageRate? = nil
+        /// FCM's throttling of collapsible messages per device; nil: none (the default).
+        public var collapsibleThrottle: CollapsibleThrottleRate? = nil
 
         public init(authMode: AuthMode = .permissive, configuredSenders: [String: String] = [:],
                     maxSendersPerDevice: Int = 100, maxCollapseKeys: Int = 4, maxStoredNonCollapsible: Int = 100,
@@ -67,6 +69,8 @@ extension Engine {
         var groups = DeviceGroupRegistry()
         /// Messages counted against each device's rate limit (nil: `--device-message-rate` is off).
         var deviceRates: RateLimiter? = nil
+        /// The collapsible messages held back per device (`Configuration.collapsibleThrottle`).
+        var throttle: CollapsibleThrottle? = nil
         /// Messages counted against each sender's topics (nil: `--topic-message-rate` is off).
         var topicRates: RateLimiter? = nil
         /// The newest message timestamp given out (`nextMicros`): ids stay ordered when the clock is not.

@@ -195,6 +195,7 @@ extension Engine {
                     s.sessions.online[token]?.apnsStored = stored.contains { $0.kind == .apnsNotification } ? .mayHold : .holdsNone
                 }
                 let unheld = stored.filter { $0.expiresAt > now }
+                if s.throttle != nil { keepThrottled(unheld, token: token, &s) }
                 return take(unheld, token: token, fromBacklog: true, &s)
             }
             perform(sends)
@@ -285,6 +286,7 @@ extension Engine {
                 s.sessions.online.values[at].heldBack = true
                 break
             }
+            if s.throttle != nil, !admitThrottled(m, token: token, &s) { continue }
             room -= 1
             let d = DeviceDelivery(message: m, toTray: m.kind == .message && m.isNotification && !deviceState.foreground)
             s.sessions.online.values[at].hold(InFlightDownstream(message: m, toTray: d.toTray, early: early, offeredBy: offeredBy), id: id)
@@ -332,6 +334,7 @@ extension Engine {
         let removed = state.withLock { s -> Bool in
             guard let online = s.sessions.online[token], online.link === link else { return false }
             s.sessions.online.removeValue(forKey: token)
+            s.throttle?.forget(token)
             return true
         }
         if removed { cluster?.deviceOffline(token: token) }

@@ -361,6 +361,7 @@ extension Engine {
         }
         perform(sends)
         for r in expired { outboundDropped(r, now: now, error: "TTL_EXCEEDED") }
+        if configuration.collapsibleThrottle != nil { releaseThrottled(now: now) }
     }
 
     /// An outbound message is given up (its time ran out before any app server ACKed it, or the

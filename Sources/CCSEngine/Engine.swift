@@ -85,6 +85,7 @@ public final class Engine: Sendable {
         s.lastMicros = try committer.store.largestMessageMicros()
         s.deviceRates = configuration.deviceMessageRate.map(RateLimiter.init(rate:))
         s.topicRates = configuration.topicMessageRate.map(RateLimiter.init(rate:))
+        s.throttle = configuration.collapsibleThrottle.map(CollapsibleThrottle.init(rate:))
         // In a cluster, upstream messages and receipts are taken from the store when an app server
         // connects (`ClusterCoordinator.claimOutbound`): another node may be sending them now.
         for record in cluster == nil ? try committer.store.loadOutbound() : [] {

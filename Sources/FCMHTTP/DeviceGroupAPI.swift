@@ -21,6 +21,7 @@ extension FCMHTTPAPI {
             router.post(RouterPath(path)) { request, _ in try await self.manageDeviceGroup(request) }
             router.get(RouterPath(path)) { request, _ in self.lookUpDeviceGroup(request) }
         }
+        addClientDeviceGroupRoutes(to: router)
     }
 
     /// A refusal: `{"error":"…"}` with its status.
@@ -35,14 +36,19 @@ extension FCMHTTPAPI {
     }
 
     func manageDeviceGroup(_ request: Request) async throws -> Response {
-        let sender: String
         switch groupSender(request) {
         case .failure(let refusal): return refusal.response
-        case .success(let s): sender = s
+        case .success(let sender): return try await manageDeviceGroup(request, sender: sender, idTokenRequired: false)
         }
+    }
+
+    /// Both sides' management POST once the sender is known; `idTokenRequired`: the client side, whose
+    /// body must carry an `id_token` this emulator issued (ClientDeviceGroupAPI.swift).
+    func manageDeviceGroup(_ request: Request, sender: String, idTokenRequired: Bool) async throws -> Response {
         guard let body = UTF8Body.text(try await request.collectBody(limit: Self.maximumBodyBytes)) else {
             return Self.json(status: .badRequest, .object(["error": .string("the body must be a JSON object: \(UTF8Body.invalidMessage)")]))
         }
+        if idTokenRequired, case .failure(let refusal) = checkIDToken(in: body) { return refusal.response }
         let operation: DeviceGroupOperation
         switch Self.decodeGroupOperation(body) {
         case .failure(let refusal): return refusal.response
@@ -90,6 +96,20 @@ extension FCMHTTPAPI {
             key = k
         }
 
+        let sender: String
+        switch projectSender(request) {
+        case .failure(let refusal): return .failure(refusal)
+        case .success(let s): sender = s
+        }
+        if let expected = engine.serverKey(ofSender: sender), expected != key {
+            return .failure(.unauthorized("the server key is not the key of sender \(sender) (project_id)"))
+        }
+        return .success(sender)
+    }
+
+    /// The sender the `project_id` header names (a sender ID, or a project of the config file); in
+    /// strict mode only the config file's senders. Shared by both sides of the API.
+    func projectSender(_ request: Request) -> Result<String, GroupRefusal> {
         guard let project = request.headers[.init("project_id")!]?.trimmingCharacters(in: .whitespaces),
               !project.isEmpty else {
             return .failure(.badRequest("the project_id header is missing: send project_id: SENDER_ID"))
@@ -104,9 +124,6 @@ extension FCMHTTPAPI {
         }
         if strict && engine.configuration.configuredSenders[sender] == nil {
             return .failure(.unauthorized("sender \(sender) is not in the --config file (--auth strict)"))
-        }
-        if let expected = engine.serverKey(ofSender: sender), expected != key {
-            return .failure(.unauthorized("the server key is not the key of sender \(sender) (project_id)"))
         }
         return .success(sender)
     }

@@ -18,6 +18,8 @@ public struct FCMHTTPAPI: Sendable {
     public let engine: Engine
     public let keys: ServiceAccountKeyStore
     let tokens: AccessTokenIssuer
+    /// The Google ID tokens of the client-side device-group API (ClientDeviceGroupAPI.swift).
+    let idTokens: IDTokenIssuer
     let exchange: TokenExchange
     let verifiedGrants = AccessGrantCache()
     /// Named projects → sender IDs (the config file's projects). A project number needs no entry.
@@ -35,13 +37,17 @@ public struct FCMHTTPAPI: Sendable {
     public init(engine: Engine, credentialsDirectory: String, projectSenders: [String: String] = [:]) throws(CredentialsError) {
         let keys = try ServiceAccountKeyStore(directory: credentialsDirectory)
         let tokens = try AccessTokenIssuer(secretIn: credentialsDirectory)
-        self.init(engine: engine, keys: keys, tokens: tokens, projectSenders: projectSenders)
+        let idTokens = try IDTokenIssuer(keyIn: credentialsDirectory)
+        self.init(engine: engine, keys: keys, tokens: tokens, idTokens: idTokens, projectSenders: projectSenders)
     }
 
-    public init(engine: Engine, keys: ServiceAccountKeyStore, tokens: AccessTokenIssuer, projectSenders: [String: String] = [:]) {
+    /// `idTokens`: a key of its own when not given (kept in memory only).
+    public init(engine: Engine, keys: ServiceAccountKeyStore, tokens: AccessTokenIssuer, idTokens: IDTokenIssuer? = nil,
+                projectSenders: [String: String] = [:]) {
         self.engine = engine
         self.keys = keys
         self.tokens = tokens
+        self.idTokens = idTokens ?? IDTokenIssuer()
         self.projectSenders = projectSenders
         self.projectQuota = engine.configuration.projectMessageRate.map(ProjectQuota.init(rate:))
         self.exchange = TokenExchange(keys: keys, issuer: tokens, verifiesSignatures: engine.configuration.authMode == .strict)

@@ -135,7 +135,13 @@ public struct AdminAPI: Sendable {
             let queue = try Self.reading("the queue") { try self.engine.queuedMessages(token: token) }
             var json = self.deviceJSON(device, queued: queue.count, secrets: true)
             if case .object(var fields) = json {
-                fields["queue"] = .array(queue.map(self.queuedJSON))
+                // Held back by the collapsible-message throttle: `"throttled": true` on the entry.
+                let throttled = self.engine.throttledMessageIDs(token: token)
+                fields["queue"] = .array(queue.map { m in
+                    guard throttled.contains(m.deviceMessageID), case .object(var entry) = self.queuedJSON(m) else { return self.queuedJSON(m) }
+                    entry["throttled"] = true
+                    return .object(entry)
+                })
                 fields["groups"] = self.deviceGroupsJSON(token: token)
                 json = .object(fields)
             }
@@ -187,6 +193,7 @@ public struct AdminAPI: Sendable {
             "device_message_rate": engine.configuration.deviceMessageRate.map { .string($0.description) } ?? .null,
             "project_message_rate": engine.configuration.projectMessageRate.map { .string($0.description) } ?? .null,
             "topic_message_rate": engine.configuration.topicMessageRate.map { .string($0.description) } ?? .null,
+            "collapsible_throttle": engine.configuration.collapsibleThrottle.map { .string($0.description) } ?? .null,
             "web_push": i.vapidPublicKey.map { .object(["vapid_public_key": .string($0)]) } ?? .null,
         ]))
     }

@@ -13,6 +13,9 @@ public enum JournalEventKind: String, Sendable, CaseIterable {
     case stored
     /// A topic or condition message written once for its audience (`detail`: how many devices).
     case fannedOut = "fanned_out"
+    /// Held back by the collapsible-message throttle (`serve --collapsible-throttle`): stored, and
+    /// handed over when the device's bucket has room (`detail`: until when).
+    case throttled
     /// Written to the device's connection.
     case handedOver = "handed_over"
     /// The device confirmed it.
@@ -49,7 +52,7 @@ extension JournalEventKind {
         case .faultApplied: 0
         case .stored, .fannedOut: 1
         case .accepted, .refused: 2
-        case .notStored: 3
+        case .notStored, .throttled: 3
         case .handedOver: 4
         case .expired, .collapsed, .discarded: 5
         case .deviceAcked: 6

@@ -151,6 +151,8 @@ struct Serve: AsyncParsableCommand {
     var projectMessageRate = "off"
     @Option(help: ArgumentHelp("A limit on the messages one sender sends to one topic: off, or windows such as 10/min,100/h (FCM publishes no number). A topic message over it is refused: TOPICS_MESSAGE_RATE_EXCEEDED (CCS), TopicsMessageRateExceeded (legacy HTTP), 429 QUOTA_EXCEEDED with Retry-After (HTTP v1); a condition counts against each of its topics.", valueName: "limit"))
     var topicMessageRate = "off"
+    @Option(help: ArgumentHelp("FCM's throttling of collapsible messages: off, fcm (a burst of 20 per device, then one more every 3 minutes, as FCM documents it), or BURST,1/PERIOD such as 5,1/10s. A collapsible message past it is held back, not refused, and the newest per collapse key goes when the device's bucket has room (docs/semantics.md).", valueName: "limit"))
+    var collapsibleThrottle = "off"
     @Option(help: "on: web devices whose subscription endpoint is a push service get their messages by Web Push (encrypted, VAPID-signed POSTs to the endpoint; docs/platforms.md) instead of the device channel; off: over the device channel.")
     var webPush: Switch = .off
     @Option(help: ArgumentHelp("With --web-push on: PEM certificates to trust for https push services besides the system's (a push service of your own with a private CA).", valueName: "file"))
@@ -213,6 +215,9 @@ struct Serve: AsyncParsableCommand {
         if webPushCa != nil && webPush != .on { throw ValidationError("--web-push-ca goes with --web-push on") }
         for (option, value, fcm, _) in rateOptions where value != "off" && MessageRate(parsing: value, fcm: fcm) == nil {
             throw ValidationError("\(option): off, \(fcm == nil ? "or " : "fcm, or ")up to 4 windows LIMIT/PERIOD separated by commas (LIMIT 1 to 1000000; PERIOD s, min, h or d, with an optional count such as 10s; 1 second to 1 day\(fcm == nil ? "; FCM publishes no number, so there is no fcm preset" : ""))")
+        }
+        if collapsibleThrottle != "off" && CollapsibleThrottleRate(parsing: collapsibleThrottle) == nil {
+            throw ValidationError("--collapsible-throttle: off, fcm, or BURST,1/PERIOD (BURST 1 to 1000; PERIOD s, min, h or d, with an optional count such as 10s; 1 second to 1 day)")
         }
     }
 
@@ -279,6 +284,7 @@ struct Serve: AsyncParsableCommand {
         c.webPush = webPush == .on
         c.webPushCAPath = webPushCa
         for r in rateOptions { c[keyPath: r.setting] = r.value == "off" ? nil : MessageRate(parsing: r.value, fcm: r.fcm) }
+        c.collapsibleThrottle = collapsibleThrottle == "off" ? nil : CollapsibleThrottleRate(parsing: collapsibleThrottle)
         c.journal = journal == .on
         c.importDirectory = importDirectory
         c.exportOnExitDirectory = exportOnExit

@@ -228,7 +228,7 @@ function follow() {
     if (state.selectedMessage === e.message_id) selectMessage(e.message_id);
     scheduleRefresh();
   };
-  for (const kind of ["accepted", "refused", "not_stored", "stored", "fanned_out", "handed_over", "device_acked",
+  for (const kind of ["accepted", "refused", "not_stored", "stored", "fanned_out", "throttled", "handed_over", "device_acked",
                       "shown_in_tray", "tapped", "receipt_sent", "receipt_acked", "expired", "collapsed", "discarded",
                       "fault_applied"]) source.addEventListener(kind, onEvent);
 }
