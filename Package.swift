@@ -115,10 +115,17 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "CryptoExtras", package: "swift-crypto"),
         ]),
+        // Web Push's receiving side (RFC 8030/8291/8292) as values: the request validator, VAPID
+        // verification, decryption of aes128gcm and aesgcm; FCMHTTP hosts its endpoint.
+        .target(name: "WebPushService", dependencies: [
+            "PushDomain",
+            .product(name: "Crypto", package: "swift-crypto"),
+        ]),
         .target(name: "FCMHTTP", dependencies: [
-            "Locking", "HTTPRequestBody",
+            "Locking", "HTTPRequestBody", "WebPushService",
             "PushDomain", "CCSProtocol", "CCSEngine", "GoogleAuth", "PlatformRendering", "FaultInjection", "AppServerAudit",
             .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "MultipartKit", package: "multipart-kit"),
             .product(name: "Logging", package: "swift-log"),
@@ -129,7 +136,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "DeviceSimulator", dependencies: [
-            "XMLStreaming", "CCSProtocol",
+            "XMLStreaming", "CCSProtocol", "WebPushService",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -231,6 +238,10 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
+        .testTarget(name: "WebPushServiceTests", dependencies: [
+            "WebPushService", "WebPushDelivery", "PushDomain",
+            .product(name: "Crypto", package: "swift-crypto"),
+        ]),
         .testTarget(name: "WebPushDeliveryTests", dependencies: [
             "WebPushDelivery", "PushDomain",
             .product(name: "Crypto", package: "swift-crypto"),
@@ -283,7 +294,9 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "FCMHTTPTests", dependencies: [
-            "FCMHTTP", "GoogleAuth", "CCSEngine", "CCSStore", "CCSProtocol",
+            "FCMHTTP", "GoogleAuth", "CCSEngine", "CCSStore", "CCSProtocol", "WebPushDelivery", "WebPushService",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "Hummingbird", package: "hummingbird"),

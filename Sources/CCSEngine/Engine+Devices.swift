@@ -74,10 +74,15 @@ extension Engine {
             for s in unique where configuration.configuredSenders[s] == nil { throw .unknownSender(s) }
         }
         let instanceID = RegistrationToken.makeInstanceID()
-        return DeviceRecord(token: RegistrationToken.make(instanceID: instanceID),
+        let token = RegistrationToken.make(instanceID: instanceID)
+        var subscription = webSubscription
+        // A subscription the emulator serves is given its endpoint's prefix (`…/fcm/send/`): the path
+        // ends in the token, as Chrome's FCM endpoints do, so that the endpoint finds the device.
+        if subscription?.serviceKeys != nil { subscription?.endpoint += token }
+        return DeviceRecord(token: token,
                             deviceID: RandomText.hex(16), secret: RandomText.hex(32), app: app,
                             platform: platform, senders: unique, createdAt: clock.nowMillis(),
-                            state: DeviceState().json, webSubscription: webSubscription, apnsToken: apnsToken)
+                            state: DeviceState().json, webSubscription: subscription, apnsToken: apnsToken)
     }
 
     func commit(_ ops: [StoreOp]) async throws(DeviceManagementError) {

@@ -24,6 +24,8 @@ public struct FCMHTTPAPI: Sendable {
     let projectSenders: [String: String]
     /// HTTP v1's per-project quota (`serve --project-message-rate`), per sender; nil: none.
     let projectQuota: ProjectQuota?
+    /// What the subscriptions the emulator serves received (Web Push, `WebPushAPI`).
+    let webPushInbox = WebPushInbox()
 
     /// Request bodies larger than this are refused with 413 (1000 tokens of ~180 bytes and a 4 KiB
     /// payload fit many times over).
@@ -77,6 +79,7 @@ public struct FCMHTTPAPI: Sendable {
         router.post("batch/fcm") { request, _ in try await self.batch(request) }
         router.post("emulator/v1/credentials") { request, _ in try await self.issueCredentials(request) }
         addTopicRoutes(to: router)
+        addWebPushRoutes(to: router)
     }
 
     // MARK: OAuth2

@@ -65,7 +65,7 @@ public final class WebPushDelivery: Sendable {
 
     func attach(_ record: DeviceRecord, failures: Int) {
         guard !stopped.load(ordering: .relaxed), record.platform == .web, record.status == .active,
-              let subscription = record.webSubscription, !subscription.isOnFCMPushService else { return }
+              let subscription = record.webSubscription, !subscription.isServedByEmulator else { return }
         let link = WebPushLink(token: record.token, subscription: subscription, delivery: self, failures: failures)
         links.withLock { $0[record.token] = link }
         engine.deviceConnected(token: record.token, link: link)
