@@ -15,7 +15,7 @@ extension FCMHTTPAPI {
     func addWebPushRoutes(to router: Router<some RequestContext>) {
         for prefix in ["fcm/send", "wp"] {
             router.post(RouterPath("\(prefix)/:subscription")) { request, context in
-                try await self.webPush(request, token: try context.parameters.require("subscription"))
+                try await self.webPush(request, token: Self.pathToken(try context.parameters.require("subscription")))
             }
         }
         addWebPushAdminRoutes(to: router)

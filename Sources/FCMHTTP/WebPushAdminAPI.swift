@@ -1,5 +1,6 @@
 import CCSEngine
 import CCSProtocol
+import Foundation
 import HTTPRequestBody
 import Hummingbird
 import NIOCore
@@ -47,7 +48,8 @@ extension FCMHTTPAPI {
         }
     }
 
-    func servedSubscription(_ token: String) throws -> Engine.DeviceRecord {
+    func servedSubscription(_ given: String) throws -> Engine.DeviceRecord {
+        let token = Self.pathToken(given)
         guard let record = engine.device(token: token), record.webSubscription?.serviceKeys != nil else {
             throw FCMAdminError(status: .notFound, message: "no push subscription the emulator serves has token \(token.prefix(300))")
         }
@@ -76,6 +78,11 @@ extension FCMHTTPAPI {
             case .invalidRequest, .unknownDevice: throw FCMAdminError(status: .badRequest, message: error.description)
             }
         }
+    }
+
+    /// A token from a path: a client may have percent-encoded its ":" (Hummingbird leaves it so).
+    static func pathToken(_ segment: String) -> String {
+        segment.contains("%") ? (segment.removingPercentEncoding ?? segment) : segment
     }
 
     /// The browser's `toJSON()` under "subscription", the device's registration beside it, and with

@@ -8,6 +8,7 @@ and its waiting messages."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.parse
 
@@ -129,15 +130,22 @@ def test_every_refusal_from_raw_requests(start_server):
     assert post(b=b"\0" * 4097)[0] == 413
     status, _, text = post(drop=("authorization",))
     assert status == 401 and "Authorization" in text, (status, text)
-    status, _, text = post({"Authorization": "vapid t=e30.e30.AAAA, k=" + public_key(vapid)})
+    # The same token with another signature (64 bytes, as ES256's r ‖ s).
+    jwt = re.search(r"t=([^,\s]+)", headers["Authorization"]).group(1)
+    forged = headers["Authorization"].replace(jwt, jwt.rsplit(".", 1)[0] + "." + "A" * 86)
+    status, _, text = post({"Authorization": forged})
     assert status == 401 and "signature" in text, (status, text)
     tampered = bytearray(body)
     tampered[-1] ^= 1
     status, _, text = post(b=bytes(tampered))
     assert status == 400 and "does not decrypt" in text, (status, text)
     # Refusals are journaled with the reason, like every entry point's.
-    status, journal = http_json("GET", f"{srv.http_base}/emulator/v1/messages?" + urllib.parse.urlencode({"token": token}))
-    assert status == 200 and any("does not decrypt" in json.dumps(m) for m in journal["messages"]), journal
+    status, journal = http_json("GET", f"{srv.http_base}/emulator/v1/messages?"
+                                + urllib.parse.urlencode({"token": token, "status": "refused"}))
+    assert status == 200 and journal["messages"][0]["api"] == "webpush", journal
+    newest = journal["messages"][0]["message_id"]
+    status, events = http_json("GET", f"{srv.http_base}/emulator/v1/messages/{urllib.parse.quote(newest, safe='')}")
+    assert status == 200 and "does not decrypt" in events["events"][0]["detail"], events
     # A fault rule: 429 with Retry-After, once.
     status, rule = http_json("POST", f"{srv.http_base}/emulator/v1/faults",
                              {"id": "wp429", "action": "http_error", "status": 429, "retry_after": 9, "token": token, "times": 1})
