@@ -53,7 +53,7 @@ extension FCMHTTPAPI {
         guard let record, let sender else { return webPushRefused(PushRefusal(.notFound, "no such push subscription"), token: token, sender: nil) }
         if let injected = injectedHTTPError(api: "webpush", sender: sender, target: .token(record.token)) {
             engine.recordRefused(api: .webpush, sender: sender, token: record.token,
-                                 detail: "HTTP \(injected.status) (injected fault)")
+                                 detail: "Web Push \(injected.status): injected fault")
             return Self.injectedLegacyResponse(status: injected.status, retryAfter: injected.retryAfter)
         }
         return await deliverWebPush(accepted, to: record, sender: sender, audience: audience)
@@ -70,7 +70,7 @@ extension FCMHTTPAPI {
         let results: [SendResult] = await withCheckedContinuation { cont in
             engine.send(sendRequest) { cont.resume(returning: $0) }
         }
-        engine.recordAnswers(sendRequest, results, refusal: { "HTTP \(Self.webPushRefusal(for: $0).status.rawValue) \(Self.webPushRefusal(for: $0).reason)" })
+        engine.recordAnswers(sendRequest, results, refusal: { Self.journalDetail(Self.webPushRefusal(for: $0)) })
         switch results.first {
         case .accepted(_, let id, _)?:
             let resource = id ?? Self.newMessageID("not-stored-")
@@ -90,9 +90,12 @@ extension FCMHTTPAPI {
     /// A refusal before the engine: journaled (with the reason) and counted like every refused send.
     func webPushRefused(_ refusal: PushRefusal, token: String, sender: String?) -> Response {
         engine.recordRefused(api: .webpush, sender: sender, token: String(token.prefix(300)),
-                             detail: "HTTP \(refusal.status.rawValue) \(refusal.reason)")
+                             detail: Self.journalDetail(refusal))
         return Self.webPushResponse(refusal, retryAfterMillis: nil)
     }
+
+    /// `Web Push 400: <reason>`: the journal's detail; the metrics take the status as the code.
+    static func journalDetail(_ refusal: PushRefusal) -> String { "Web Push \(refusal.status.rawValue): \(refusal.reason)" }
 
     /// FCM answers push service errors as plain text, the reason on one line.
     static func webPushResponse(_ refusal: PushRefusal, retryAfterMillis: Int64?) -> Response {

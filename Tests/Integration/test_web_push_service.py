@@ -146,6 +146,9 @@ def test_every_refusal_from_raw_requests(start_server):
     newest = journal["messages"][0]["message_id"]
     status, events = http_json("GET", f"{srv.http_base}/emulator/v1/messages/{urllib.parse.quote(newest, safe='')}")
     assert status == 200 and "does not decrypt" in events["events"][0]["detail"], events
+    status, metrics = http_json("GET", f"{srv.http_base}/metrics")
+    assert any('api="webpush"' in line and 'code="400"' in line and 'outcome="refused"' in line
+               for line in str(metrics).splitlines()), metrics
     # A fault rule: 429 with Retry-After, once.
     status, rule = http_json("POST", f"{srv.http_base}/emulator/v1/faults",
                              {"id": "wp429", "action": "http_error", "status": 429, "retry_after": 9, "token": token, "times": 1})
