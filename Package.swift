@@ -146,7 +146,7 @@ let package = Package(
         ]),
         // Web Push delivery to a web device's push service (RFC 8030/8291/8292), `serve --web-push on`.
         .target(name: "WebPushDelivery", dependencies: [
-            "Locking", "PushDomain", "CCSEngine", "CCSStore",
+            "Locking", "PushDomain", "CCSEngine", "CCSStore", "WebPushService",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
@@ -155,7 +155,7 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         .target(name: "CCSEmulator", dependencies: [
-            "Locking", "WebPushDelivery", "HTTPRequestBody",
+            "Locking", "WebPushDelivery", "WebPushService", "HTTPRequestBody",
             "XMPPServer", "APNsGateway", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "CCSStore", "PostgresStore", "CCSProtocol", "MessageJournal", "Dashboard",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
@@ -176,7 +176,7 @@ let package = Package(
         ]),
         .target(name: "LoadGenerator", dependencies: [
             "Locking",
-            "CCSProtocol", "DeviceSimulator",
+            "CCSProtocol", "DeviceSimulator", "WebPushService",
             .product(name: "Histogram", package: "hdrhistogram-swift"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
@@ -239,11 +239,11 @@ let package = Package(
             .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
         .testTarget(name: "WebPushServiceTests", dependencies: [
-            "WebPushService", "WebPushDelivery", "PushDomain",
+            "WebPushService", "PushDomain",
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "WebPushDeliveryTests", dependencies: [
-            "WebPushDelivery", "PushDomain",
+            "WebPushDelivery", "WebPushService", "PushDomain",
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "XMPPServerTests", dependencies: [
@@ -294,7 +294,7 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "FCMHTTPTests", dependencies: [
-            "FCMHTTP", "GoogleAuth", "CCSEngine", "CCSStore", "CCSProtocol", "WebPushDelivery", "WebPushService",
+            "FCMHTTP", "GoogleAuth", "CCSEngine", "CCSStore", "CCSProtocol", "WebPushService",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "JWTKit", package: "jwt-kit"),

@@ -9,6 +9,7 @@ import NIOHTTP1
 import NIOSSL
 import PushDomain
 import Synchronization
+import WebPushService
 
 /// Web Push delivery (`serve --web-push on`): the emulator plays FCM's part towards a web device's
 /// push service, as a browser's subscription names it (any but FCM's own, Chrome's, where the

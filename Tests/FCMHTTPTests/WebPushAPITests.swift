@@ -7,7 +7,6 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
-import WebPushDelivery
 import WebPushService
 
 /// The Web Push endpoint and its admin routes through Hummingbird's router test client: an

@@ -1,7 +1,6 @@
 import Crypto
 import Foundation
 import PushDomain
-import WebPushDelivery
 @testable import WebPushService
 
 /// A browser's subscription the emulator serves, and an application server that posts to it: the

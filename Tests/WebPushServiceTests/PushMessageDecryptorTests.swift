@@ -2,7 +2,6 @@ import Crypto
 import Foundation
 import PushDomain
 import Testing
-import WebPushDelivery
 @testable import WebPushService
 
 @Suite struct PushMessageDecryptorTests {
