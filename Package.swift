@@ -176,7 +176,7 @@ let package = Package(
         ]),
         .target(name: "LoadGenerator", dependencies: [
             "Locking",
-            "CCSProtocol", "DeviceSimulator", "WebPushService",
+            "CCSProtocol", "DeviceSimulator", "WebPushService", "PushDomain",
             .product(name: "Histogram", package: "hdrhistogram-swift"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
