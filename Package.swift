@@ -254,7 +254,7 @@ let package = Package(
         ]),
         .testTarget(name: "DeviceSimulatorTests", dependencies: [
             "Locking",
-            "DeviceSimulator", "CCSProtocol",
+            "DeviceSimulator", "CCSProtocol", "WebPushService",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
