@@ -514,8 +514,14 @@ extension Engine {
     public func reinstall(token: String) async throws(DeviceManagementError) -> DeviceRecord {
         guard let old = device(token: token) else { throw .unknownDevice(token) }
         // The same device keeps its APNs token for the app (iOS hands the reinstalled app the same one).
+        var subscription = old.webSubscription
+        // A subscription the emulator serves ends in its token: the new registration's endpoint ends in
+        // the new one (`newRegistration` appends it to the prefix).
+        if let s = subscription, s.serviceKeys != nil, s.endpoint.hasSuffix(old.token) {
+            subscription?.endpoint = String(s.endpoint.dropLast(old.token.count))
+        }
         let fresh = try newRegistration(app: old.app, senders: old.senders, platform: old.platform,
-                                        webSubscription: old.webSubscription, apnsToken: old.apnsToken)
+                                        webSubscription: subscription, apnsToken: old.apnsToken)
         let link: (any DeviceLink)? = try await change { s in
             guard let before = s.registry.devices[old.token] else { return .failure(.unknownDevice(token)) }
             if let newer = before.replacedBy {

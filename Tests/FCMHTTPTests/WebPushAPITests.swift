@@ -104,3 +104,16 @@ import WebPushService
         }
     }
 }
+
+extension WebPushAPITests {
+    @Test func aReinstalledBrowsersEndpointEndsInItsNewToken() async throws {
+        let f = try Fixture()
+        try await f.test { client in
+            let s = try await subscribe(client)
+            let token = try #require(s["token"]?.stringValue)
+            let fresh = try await f.engine.reinstall(token: token)
+            #expect(fresh.webSubscription?.endpoint == "https://fcm.googleapis.com/fcm/send/" + fresh.token)
+            #expect(try await push(client, to: s, "old", clock: f.clock).status == .gone)
+        }
+    }
+}
