@@ -19,6 +19,9 @@ from pywebpush import WebPushException, WebPusher, webpush
 from ccs_support import http_json
 from ccs_support.fcm_http import raw
 
+# py_vapid 1.9.2 passes cryptography a curve class where 43 wants an instance: a warning, nothing more.
+pytestmark = pytest.mark.filterwarnings("ignore:Curve argument must be an instance")
+
 APP = "https://app.example"
 CONTACT = {"sub": "mailto:ops@app.example"}
 
@@ -211,3 +214,32 @@ def test_a_subscription_survives_kill_9_with_its_keys_and_waiting_messages(start
     assert dev.expect("push", timeout=20)["data"] == "waiting"
     assert webpush(local_info(sub, srv), "after", vapid_private_key=vapid, vapid_claims=dict(claims), ttl=60).status_code == 201
     assert dev.expect("push", timeout=20)["data"] == "after"
+
+
+def test_the_https_port_and_the_wp_path(start_server, devices, monkeypatch):
+    srv = start_server(extra_args=["--https-port", "0"])
+    dev, registered = browser(devices, srv, "--endpoint-form", "wp")
+    sub = registered["subscription"]
+    assert sub["endpoint"] == f"https://fcm.googleapis.com/wp/{registered['token']}", sub
+    # The development certificate names localhost; the VAPID audience stays the endpoint's origin.
+    direct = {**sub, "endpoint": f"https://localhost:{srv.ready['https_port']}/wp/{registered['token']}"}
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", srv.ca_cert)
+    vapid = new_vapid()
+    claims = {**CONTACT, "aud": "https://fcm.googleapis.com"}
+    assert webpush(direct, "over TLS", vapid_private_key=vapid, vapid_claims=claims, ttl=30).status_code == 201
+    assert dev.expect("push", timeout=20)["data"] == "over TLS"
+    # A token for the https port's own origin is not one for the subscription's endpoint.
+    with pytest.raises(WebPushException) as refused:
+        webpush(direct, "wrong audience", vapid_private_key=vapid, vapid_claims=dict(CONTACT), ttl=30)
+    assert refused.value.response.status_code == 401 and "aud" in refused.value.response.text
+
+
+def test_an_application_server_key_refuses_another_key_in_a_raw_request(start_server):
+    srv = start_server()
+    mine, theirs = new_vapid(), new_vapid()
+    created = subscribe(srv, endpoint="local", application_server_key=public_key(mine))
+    headers, body = raw_push(created["subscription"], mine)
+    assert raw("POST", created["subscription"]["endpoint"], body, headers)[0] == 201
+    headers, body = raw_push(created["subscription"], theirs)
+    status, _, text = raw("POST", created["subscription"]["endpoint"], body, headers)
+    assert status == 403 and "applicationServerKey" in text, (status, text)
