@@ -118,7 +118,7 @@ let package = Package(
         // Web Push's receiving side (RFC 8030/8291/8292) as values: the request validator, VAPID
         // verification, decryption of aes128gcm and aesgcm; FCMHTTP hosts its endpoint.
         .target(name: "WebPushService", dependencies: [
-            "PushDomain",
+            "Locking", "PushDomain",
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .target(name: "FCMHTTP", dependencies: [

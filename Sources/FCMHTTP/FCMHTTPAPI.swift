@@ -6,6 +6,7 @@ import HTTPRequestBody
 import Hummingbird
 import Logging
 import NIOCore
+import WebPushService
 
 /// FCM's HTTP APIs on the emulator's engine (docs/http-api.md): the legacy send API
 /// (`/fcm/send`, `/gcm/send`), HTTP v1 (`/v1/projects/P/messages:send`), Google's OAuth2 token
@@ -26,6 +27,8 @@ public struct FCMHTTPAPI: Sendable {
     let projectQuota: ProjectQuota?
     /// What the subscriptions the emulator serves received (Web Push, `WebPushAPI`).
     let webPushInbox = WebPushInbox()
+    /// VAPID tokens already verified (an application server reuses its token for hours).
+    let verifiedVAPIDTokens = VAPIDTokenCache()
 
     /// Request bodies larger than this are refused with 413 (1000 tokens of ~180 bytes and a 4 KiB
     /// payload fit many times over).

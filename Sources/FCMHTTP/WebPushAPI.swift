@@ -46,7 +46,7 @@ extension FCMHTTPAPI {
         let audience = record?.webSubscription?.endpointOrigin ?? ""
         let accepted: AcceptedPushMessage
         switch PushRequestValidator.validate(pushRequest, subscription: standing, audience: audience,
-                                             nowSeconds: engine.clock.nowMillis() / 1000) {
+                                             nowSeconds: engine.clock.nowMillis() / 1000, verifiedTokens: verifiedVAPIDTokens) {
         case .failure(let refusal): return webPushRefused(refusal, token: token, sender: sender)
         case .success(let a): accepted = a
         }

@@ -92,7 +92,8 @@ public enum PushRequestValidator {
 
     /// `audience`: the origin of the subscription's endpoint, which a VAPID token must name.
     public static func validate(_ request: PushRequest, subscription standing: SubscriptionStanding,
-                                audience: String, nowSeconds: Int64) -> Result<AcceptedPushMessage, PushRefusal> {
+                                audience: String, nowSeconds: Int64,
+                                verifiedTokens: VAPIDTokenCache? = nil) -> Result<AcceptedPushMessage, PushRefusal> {
         let subscription: WebPushSubscription
         switch standing {
         case .unknown: return .failure(PushRefusal(.notFound, "no such push subscription"))
@@ -101,7 +102,7 @@ public enum PushRequestValidator {
         }
         let identity: VAPIDVerifier.Identity
         switch VAPIDVerifier.verify(authorization: request.authorization, cryptoKey: request.cryptoKey,
-                                    audience: audience, nowSeconds: nowSeconds) {
+                                    audience: audience, nowSeconds: nowSeconds, cache: verifiedTokens) {
         case .failure(let refusal): return .failure(PushRefusal(.unauthorized, refusal.reason))
         case .success(let found): identity = found
         }

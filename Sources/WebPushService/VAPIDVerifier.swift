@@ -29,8 +29,9 @@ public enum VAPIDVerifier {
         }
     }
 
+    /// `cache`: tokens already verified (their claims are checked again, their signature is not).
     public static func verify(authorization: String?, cryptoKey: String?, audience: String,
-                              nowSeconds: Int64) -> Result<Identity, Refusal> {
+                              nowSeconds: Int64, cache: VAPIDTokenCache? = nil) -> Result<Identity, Refusal> {
         guard let authorization, !authorization.isEmpty else {
             return .failure(.missing("the request has no Authorization header: send VAPID (RFC 8292), Authorization: vapid t=<JWT>, k=<key>"))
         }
@@ -38,6 +39,9 @@ public enum VAPIDVerifier {
         switch credentials(authorization: authorization, cryptoKey: cryptoKey) {
         case .failure(let refusal): return .failure(refusal)
         case .success(let found): (token, keyText) = found
+        }
+        if let known = cache?.entry(token: token, key: keyText) {
+            return check(known.claims, audience: audience, nowSeconds: nowSeconds).map { Identity(publicKey: known.publicKey, subject: $0) }
         }
         guard let key = Base64URL.decode(keyText), key.count == 65, key[0] == 0x04,
               let publicKey = try? P256.Signing.PublicKey(x963Representation: key) else {
@@ -48,6 +52,7 @@ public enum VAPIDVerifier {
         case .failure(let refusal): return .failure(refusal)
         case .success(let c): claims = c
         }
+        cache?.remember(.init(claims: claims, publicKey: key), token: token, key: keyText)
         return check(claims, audience: audience, nowSeconds: nowSeconds).map { Identity(publicKey: key, subject: $0) }
     }
 

@@ -46,4 +46,20 @@ import Testing
             #expect(verify(header, cryptoKey: "p256ecdsa=").failure != nil, "\(header.prefix(40))")
         }
     }
+
+    @Test func aCachedTokenSkipsTheSignatureButNotTheClaims() throws {
+        let cache = VAPIDTokenCache()
+        let header = try f.vapid(exp: PushFixtures.now + 600)
+        func check(_ now: Int64, audience: String = "https://fcm.googleapis.com") -> Result<VAPIDVerifier.Identity, VAPIDVerifier.Refusal> {
+            VAPIDVerifier.verify(authorization: header, cryptoKey: nil, audience: audience, nowSeconds: now, cache: cache)
+        }
+        #expect(try check(PushFixtures.now).get().subject == "mailto:a@example.com")
+        #expect(try check(PushFixtures.now + 1).get().publicKey == Array(f.server.privateKey.publicKey.x963Representation))
+        #expect(check(PushFixtures.now + 601).failure?.reason.contains("expired") == true)
+        #expect(check(PushFixtures.now, audience: "http://127.0.0.1:1").failure?.reason.contains("aud") == true)
+        // The same token with another key is another entry: it must verify, and does not.
+        let other = header.replacingOccurrences(of: f.server.publicKeyBase64URL, with: VAPIDFixture.otherKey)
+        #expect(VAPIDVerifier.verify(authorization: other, cryptoKey: nil, audience: "https://fcm.googleapis.com",
+                                     nowSeconds: PushFixtures.now, cache: cache).failure?.reason.contains("signature") == true)
+    }
 }
