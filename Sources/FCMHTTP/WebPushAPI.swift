@@ -36,13 +36,7 @@ extension FCMHTTPAPI {
             ttl: h[HTTPField.Name("TTL")!], urgency: h[HTTPField.Name("Urgency")!], topic: h[HTTPField.Name("Topic")!],
             contentEncoding: h[.contentEncoding], encryption: h[HTTPField.Name("Encryption")!],
             cryptoKey: h[HTTPField.Name("Crypto-Key")!], authorization: h[.authorization], body: Array(buffer: body))
-        let standing: SubscriptionStanding
-        switch record {
-        case nil: standing = .unknown
-        case let r? where r.platform != .web || r.webSubscription?.serviceKeys == nil: standing = .unknown
-        case let r? where r.status != .active: standing = .gone
-        case let r?: standing = .active(r.webSubscription!)
-        }
+        let standing = Self.standing(of: record)
         let audience = record?.webSubscription?.endpointOrigin ?? ""
         let accepted: AcceptedPushMessage
         switch PushRequestValidator.validate(pushRequest, subscription: standing, audience: audience,
@@ -57,6 +51,14 @@ extension FCMHTTPAPI {
             return Self.injectedLegacyResponse(status: injected.status, retryAfter: injected.retryAfter)
         }
         return await deliverWebPush(accepted, to: record, sender: sender, audience: audience)
+    }
+
+    /// What the path's token names: only a web device whose subscription the emulator made is one
+    /// this endpoint serves (another web device's subscription names another push service, or none).
+    static func standing(of record: Engine.DeviceRecord?) -> SubscriptionStanding {
+        guard let record, record.platform == .web, let subscription = record.webSubscription,
+              subscription.serviceKeys != nil else { return .unknown }
+        return record.status == .active ? .active(subscription) : .gone
     }
 
     /// The message to the subscription's device through the engine; 201 with its resource's URL.
