@@ -118,10 +118,17 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "CryptoExtras", package: "swift-crypto"),
         ]),
+        // Web Push's receiving side (RFC 8030/8291/8292) as values: the request validator, VAPID
+        // verification, decryption of aes128gcm and aesgcm; FCMHTTP hosts its endpoint.
+        .target(name: "WebPushService", dependencies: [
+            "Locking", "PushDomain",
+            .product(name: "Crypto", package: "swift-crypto"),
+        ]),
         .target(name: "FCMHTTP", dependencies: [
-            "Locking", "HTTPRequestBody",
+            "Locking", "HTTPRequestBody", "WebPushService",
             "PushDomain", "CCSProtocol", "CCSEngine", "GoogleAuth", "PlatformRendering", "FaultInjection", "AppServerAudit",
             .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "MultipartKit", package: "multipart-kit"),
             .product(name: "Logging", package: "swift-log"),
@@ -132,7 +139,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "DeviceSimulator", dependencies: [
-            "XMLStreaming", "CCSProtocol",
+            "XMLStreaming", "CCSProtocol", "WebPushService",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -142,7 +149,7 @@ let package = Package(
         ]),
         // Web Push delivery to a web device's push service (RFC 8030/8291/8292), `serve --web-push on`.
         .target(name: "WebPushDelivery", dependencies: [
-            "Locking", "PushDomain", "CCSEngine", "StoreModel",
+            "Locking", "PushDomain", "CCSEngine", "StoreModel", "WebPushService",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
@@ -151,7 +158,7 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         .target(name: "CCSEmulator", dependencies: [
-            "Locking", "WebPushDelivery", "HTTPRequestBody",
+            "Locking", "WebPushDelivery", "WebPushService", "HTTPRequestBody",
             "XMPPServer", "APNsGateway", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "StoreModel", "SQLiteStore", "PostgresStore", "CCSProtocol", "MessageJournal", "Dashboard",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
@@ -172,7 +179,7 @@ let package = Package(
         ]),
         .target(name: "LoadGenerator", dependencies: [
             "Locking",
-            "CCSProtocol", "DeviceSimulator",
+            "CCSProtocol", "DeviceSimulator", "WebPushService", "PushDomain",
             .product(name: "Histogram", package: "hdrhistogram-swift"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
@@ -234,8 +241,12 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
+        .testTarget(name: "WebPushServiceTests", dependencies: [
+            "WebPushService", "PushDomain",
+            .product(name: "Crypto", package: "swift-crypto"),
+        ]),
         .testTarget(name: "WebPushDeliveryTests", dependencies: [
-            "WebPushDelivery", "PushDomain",
+            "WebPushDelivery", "WebPushService", "PushDomain",
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "XMPPServerTests", dependencies: [
@@ -246,7 +257,7 @@ let package = Package(
         ]),
         .testTarget(name: "DeviceSimulatorTests", dependencies: [
             "Locking",
-            "DeviceSimulator", "CCSProtocol",
+            "DeviceSimulator", "CCSProtocol", "WebPushService",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
@@ -286,7 +297,9 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "FCMHTTPTests", dependencies: [
-            "FCMHTTP", "GoogleAuth", "CCSEngine", "StoreModel", "CCSProtocol",
+            "FCMHTTP", "GoogleAuth", "CCSEngine", "StoreModel", "CCSProtocol", "WebPushService",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "JWTKit", package: "jwt-kit"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "Hummingbird", package: "hummingbird"),

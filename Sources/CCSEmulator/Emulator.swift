@@ -19,6 +19,7 @@ import NIOSSL
 import ServiceLifecycle
 import Locking
 import WebPushDelivery
+import WebPushService
 import XMPPServer
 
 #if canImport(Glibc)

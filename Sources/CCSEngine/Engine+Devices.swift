@@ -74,10 +74,15 @@ extension Engine {
             for s in unique where configuration.configuredSenders[s] == nil { throw .unknownSender(s) }
         }
         let instanceID = RegistrationToken.makeInstanceID()
-        return DeviceRecord(token: RegistrationToken.make(instanceID: instanceID),
+        let token = RegistrationToken.make(instanceID: instanceID)
+        var subscription = webSubscription
+        // A subscription the emulator serves is given its endpoint's prefix (`…/fcm/send/`): the path
+        // ends in the token, as Chrome's FCM endpoints do, so that the endpoint finds the device.
+        if subscription?.serviceKeys != nil { subscription?.endpoint += token }
+        return DeviceRecord(token: token,
                             deviceID: RandomText.hex(16), secret: RandomText.hex(32), app: app,
                             platform: platform, senders: unique, createdAt: clock.nowMillis(),
-                            state: DeviceState().json, webSubscription: webSubscription, apnsToken: apnsToken)
+                            state: DeviceState().json, webSubscription: subscription, apnsToken: apnsToken)
     }
 
     func commit(_ ops: [StoreOp]) async throws(DeviceManagementError) {
@@ -512,8 +517,14 @@ extension Engine {
     public func reinstall(token: String) async throws(DeviceManagementError) -> DeviceRecord {
         guard let old = device(token: token) else { throw .unknownDevice(token) }
         // The same device keeps its APNs token for the app (iOS hands the reinstalled app the same one).
+        var subscription = old.webSubscription
+        // A subscription the emulator serves ends in its token: the new registration's endpoint ends in
+        // the new one (`newRegistration` appends it to the prefix).
+        if let s = subscription, s.serviceKeys != nil, s.endpoint.hasSuffix(old.token) {
+            subscription?.endpoint = String(s.endpoint.dropLast(old.token.count))
+        }
         let fresh = try newRegistration(app: old.app, senders: old.senders, platform: old.platform,
-                                        webSubscription: old.webSubscription, apnsToken: old.apnsToken)
+                                        webSubscription: subscription, apnsToken: old.apnsToken)
         let link: (any DeviceLink)? = try await change { s in
             guard let before = s.registry.devices[old.token] else { return .failure(.unknownDevice(token)) }
             if let newer = before.replacedBy {

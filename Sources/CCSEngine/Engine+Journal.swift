@@ -81,9 +81,12 @@ extension Engine {
     }
 
     /// A refusal's code as a metric label: the code alone (`BAD_REGISTRATION`, `InvalidRegistration`,
-    /// `UNREGISTERED`), not the journal's wording around it (`NACK …`, `Error=…`, `HTTP 404 …`).
+    /// `UNREGISTERED`, a Web Push status), not the journal's wording around it (`NACK …`, `Error=…`,
+    /// `HTTP 404 …`, `Web Push 400: …`).
     static func metricCode(_ detail: String) -> String {
         var d = Substring(detail)
+        // Web Push's "Web Push 400: <reason>": the status is the code.
+        if d.hasPrefix("Web Push ") { return String(d.dropFirst(9).prefix { $0 != ":" }) }
         if d.hasPrefix("Error=") { d = d.dropFirst(6) }
         if let space = d.lastIndex(of: " "), d.hasPrefix("NACK ") || d.hasPrefix("HTTP ") { d = d[d.index(after: space)...] }
         return String(d)

@@ -1,6 +1,7 @@
 import CCSProtocol
 import Foundation
 import NIOCore
+import WebPushService
 
 /// The simulated device's life: its registration, its connection, its offline upstream cache.
 public struct DeviceSession {
@@ -24,6 +25,8 @@ public struct DeviceSession {
     let imageTimeout: TimeAmount?
     /// Made once the platform is known (registration or the stored record).
     public private(set) var images: NotificationImageLoader?
+    /// A browser whose push service is the emulator: its subscription's keys, to decrypt each push.
+    var webPushKeys: SubscriptionPrivateKeys?
 
     public init(http: HTTPJSONClient, group: any EventLoopGroup, host: String, baseURL: String, imageTimeout: TimeAmount? = nil,
                 output: @escaping @Sendable (String) -> Void) {
@@ -51,7 +54,7 @@ public struct DeviceSession {
     }
 
     public mutating func start(token: String?, app: String, senders: [String], platform: String, subscription: JSONValue?,
-                               apns: Bool = false) async throws {
+                               apns: Bool = false, pushService: WebPushServiceRequest? = nil) async throws {
         // The first request tells whether --emulator is the admin API at all: the CCS and device ports
         // speak TLS and hang up on plain HTTP, and a port where nothing listens refuses the connection.
         let info: JSONValue
@@ -77,6 +80,12 @@ public struct DeviceSession {
                 throw DeviceSessionError("unexpected device record")
             }
             credentials = c
+            if c.platform == "web" { try await adoptServedSubscription(token: c.token) }
+        } else if let pushService {
+            var body: [String: JSONValue] = ["app": .string(app), "endpoint": .string(pushService.endpointForm)]
+            if let sender = senders.first { body["sender"] = .string(sender) }
+            if let key = pushService.applicationServerKey { body["application_server_key"] = .string(key) }
+            try adoptSubscription(try await http.postJSON("/emulator/v1/web-push/subscriptions", .object(body)))
         } else {
             var body: [String: JSONValue] = [
                 "app": .string(app), "senders": .array(senders.map { .string($0) }), "platform": .string(platform),
@@ -107,7 +116,33 @@ public struct DeviceSession {
         ])
     }
 
+    /// A registration reused by `--token`: if the emulator serves its subscription, the browser's keys.
+    private mutating func adoptServedSubscription(token: String) async throws {
+        let path = "/emulator/v1/web-push/subscriptions/" + Self.pathSegment(token)
+        guard let json = try? await http.getJSON(path) else { return }  // a subscription of another push service
+        webPushKeys = Self.privateKeys(json)
+    }
+
+    /// `POST /emulator/v1/web-push/subscriptions`'s answer: the registration, the keys, and the
+    /// subscription printed as the browser's `toJSON()` gives it.
+    private mutating func adoptSubscription(_ json: JSONValue) throws {
+        try adoptRegistration(json, subscription: json["subscription"])
+        guard let keys = Self.privateKeys(json) else { throw DeviceSessionError("the subscription answer has no usable private key") }
+        webPushKeys = keys
+    }
+
+    static func privateKeys(_ json: JSONValue) -> SubscriptionPrivateKeys? {
+        guard let subscription = json["subscription"], case .success(var parsed) = WebPushSubscription.parse(subscription),
+              let privateKey = json["private_key"]?.stringValue else { return nil }
+        parsed.serviceKeys = .init(privateKey: privateKey, applicationServerKey: nil)
+        return SubscriptionPrivateKeys(parsed)
+    }
+
     private mutating func adoptRegistration(_ json: JSONValue) throws {
+        try adoptRegistration(json, subscription: nil)
+    }
+
+    private mutating func adoptRegistration(_ json: JSONValue, subscription: JSONValue?) throws {
         guard let c = DeviceCredentials(json: json) else { throw DeviceSessionError("unexpected registration answer") }
         credentials = c
         var fields: [String: JSONValue] = [
@@ -115,6 +150,7 @@ public struct DeviceSession {
             "app": .string(c.app), "senders": .array(c.senders.map { .string($0) }), "platform": .string(c.platform),
         ]
         if let apns = c.apnsToken { fields["apns_token"] = .string(apns) }
+        if let subscription { fields["subscription"] = subscription }
         emit(fields)
     }
 
@@ -130,9 +166,10 @@ public struct DeviceSession {
         do {
             let images = self.images
             let output = self.output
+            let keys = self.webPushKeys
             connection = try await DeviceConnection.connect(host: host, port: devicePort, caPEM: caPEM,
                                                             credentials: credentials, group: group,
-                                                            onEvent: { Self.print(event: $0, images: images, output: output) })
+                                                            onEvent: { Self.print(event: $0, images: images, webPushKeys: keys, output: output) })
         } catch {
             throw DeviceSessionError("cannot connect to the device channel at \(host):\(devicePort): "
                                      + ConnectionFailure.describe(error))
@@ -141,8 +178,11 @@ public struct DeviceSession {
         cachedUpstream.removeAll()
     }
 
-    private static func print(event: DeviceEvent, images: NotificationImageLoader?,
+    private static func print(event: DeviceEvent, images: NotificationImageLoader?, webPushKeys: SubscriptionPrivateKeys?,
                               output: @escaping @Sendable (String) -> Void) {
+        if case .message(let message, _, _) = event, let webPushKeys, let pushed = PushedMessage(data: message["data"]) {
+            return emit(pushEvent(pushed, message: message, keys: webPushKeys), to: output)
+        }
         switch event {
         case .connected:
             output(#"{"event":"connected"}"#)
@@ -183,6 +223,22 @@ public struct DeviceSession {
             if let reason { fields["reason"] = .string(reason) }
             emit(fields, to: output)
         }
+    }
+
+    /// What the service worker's `push` handler sees: the payload decrypted with the browser's key.
+    static func pushEvent(_ pushed: PushedMessage, message: JSONValue, keys: SubscriptionPrivateKeys) -> [String: JSONValue] {
+        var fields: [String: JSONValue] = ["event": .string("push"), "message_id": message["message_id"] ?? .null]
+        do {
+            let plaintext = try pushed.decrypt(with: keys)
+            if case .object(let view) = PushEventView.json(plaintext: plaintext, hasPayload: !pushed.body.isEmpty) {
+                fields.merge(view) { _, new in new }
+            }
+        } catch {
+            // The browser drops a message it cannot decrypt; the event says so instead of vanishing.
+            fields["event"] = .string("push_error")
+            fields["error"] = .string(error.description)
+        }
+        return fields
     }
 
     public mutating func handle(_ command: DeviceCommandLine) async throws {
@@ -276,4 +332,17 @@ public struct DeviceSession {
 struct DeviceSessionError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
+}
+
+/// `device --push-service emulator`: the browser subscribes with the emulator as its push service.
+public struct WebPushServiceRequest: Sendable {
+    /// The `applicationServerKey` given to `pushManager.subscribe()` (base64url), if any.
+    public var applicationServerKey: String?
+    /// `fcm`, `wp` or `local` (`POST /emulator/v1/web-push/subscriptions`'s `endpoint`).
+    public var endpointForm: String
+
+    public init(applicationServerKey: String?, endpointForm: String) {
+        self.applicationServerKey = applicationServerKey
+        self.endpointForm = endpointForm
+    }
 }

@@ -6,6 +6,7 @@ import HTTPRequestBody
 import Hummingbird
 import Logging
 import NIOCore
+import WebPushService
 
 /// FCM's HTTP APIs on the emulator's engine (docs/http-api.md): the legacy send API
 /// (`/fcm/send`, `/gcm/send`), HTTP v1 (`/v1/projects/P/messages:send`), Google's OAuth2 token
@@ -26,6 +27,10 @@ public struct FCMHTTPAPI: Sendable {
     let projectSenders: [String: String]
     /// HTTP v1's per-project quota (`serve --project-message-rate`), per sender; nil: none.
     let projectQuota: ProjectQuota?
+    /// What the subscriptions the emulator serves received (Web Push, `WebPushAPI`).
+    let webPushInbox = WebPushInbox()
+    /// VAPID tokens already verified (an application server reuses its token for hours).
+    let verifiedVAPIDTokens = VAPIDTokenCache()
 
     /// Request bodies larger than this are refused with 413 (1000 tokens of ~180 bytes and a 4 KiB
     /// payload fit many times over).
@@ -83,6 +88,7 @@ public struct FCMHTTPAPI: Sendable {
         router.post("batch/fcm") { request, _ in try await self.batch(request) }
         router.post("emulator/v1/credentials") { request, _ in try await self.issueCredentials(request) }
         addTopicRoutes(to: router)
+        addWebPushRoutes(to: router)
     }
 
     // MARK: OAuth2

@@ -1,4 +1,5 @@
 import NIOCore
+import WebPushService
 
 /// Static parts of the stanzas, as bytes.
 enum CCSBytes {
@@ -122,9 +123,13 @@ final class DeviceChannelConnection: BenchConnection {
     let idPrefix: [UInt8]
     let index: Int
     let credits: DeliveryCredits?
+    /// A simulated browser's keys (`bench web-push`): each message is decrypted before its stamp is read.
+    let webPushKeys: SubscriptionPrivateKeys?
 
     init(login: XMPPLogin, recorder: LoopRecorder, established: EventLoopPromise<Void>, index: Int,
-         upstream: (plan: SendPlan, control: RunControl, senderID: String, credits: DeliveryCredits)?, payloadBytes: Int) {
+         upstream: (plan: SendPlan, control: RunControl, senderID: String, credits: DeliveryCredits)?, payloadBytes: Int,
+         webPushKeys: SubscriptionPrivateKeys? = nil) {
+        self.webPushKeys = webPushKeys
         upstreamTo = upstream.map { Array("\($0.senderID)@gcm.googleapis.com".utf8) } ?? []
         credits = upstream?.credits
         self.index = index
@@ -160,7 +165,14 @@ final class DeviceChannelConnection: BenchConnection {
             answer(s, now: now)
             return
         }
-        if let bt = ByteScan.jsonString("\"bt\":\"", in: s), let stamp = ByteScan.decimal(s, bt) {
+        if let webPushKeys {
+            // The stamp is inside the encrypted payload: decrypted first, as the browser does.
+            if let stamp = WebPushBench.stamp(in: s, keys: webPushKeys) {
+                recorder.recordDelivery(sentAt: stamp, now: now)
+            } else {
+                recorder.unexpected.add(1, ordering: .relaxed)
+            }
+        } else if let bt = ByteScan.jsonString("\"bt\":\"", in: s), let stamp = ByteScan.decimal(s, bt) {
             recorder.recordDelivery(sentAt: stamp, now: now)
         } else {
             recorder.unexpected.add(1, ordering: .relaxed)

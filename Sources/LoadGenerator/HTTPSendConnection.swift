@@ -8,6 +8,8 @@ public enum HTTPBenchAPI: String, Sendable, CaseIterable {
     case legacy
     /// `POST /emulator/bench/noop` with the v1 body: the HTTP server's ceiling (no engine, no auth).
     case noop
+    /// `POST /fcm/send/<token>`: Web Push to the emulator as the push service, each payload encrypted.
+    case webpush
 }
 
 /// One keep-alive HTTP/1.1 connection that sends messages to the devices round-robin and reads the
@@ -23,11 +25,15 @@ final class HTTPSendConnection: BenchConnection {
     var inbound: ByteBuffer
     /// Answers arrive in request order: the sequence number of the oldest unanswered request.
     var nextAnswer: UInt64 = 0
+    /// `.webpush`: the subscriptions and the VAPID token.
+    let webPush: WebPushPlan?
 
     init(api: HTTPBenchAPI, host: String, path: String, authorization: String?, recorder: LoopRecorder,
          established: EventLoopPromise<Void>, index: Int,
-         sending: (plan: SendPlan, control: RunControl, recipients: Recipients), payloadBytes: Int) {
+         sending: (plan: SendPlan, control: RunControl, recipients: Recipients), payloadBytes: Int,
+         webPush: WebPushPlan? = nil) {
         self.api = api
+        self.webPush = webPush
         recipients = sending.recipients
         cursor = sending.recipients.count > 0 ? index % sending.recipients.count : 0
         var h = "POST \(path) HTTP/1.1\r\nHost: \(host)\r\nContent-Type: application/json\r\n"
@@ -48,9 +54,16 @@ final class HTTPSendConnection: BenchConnection {
         guard sender != nil, recipients.count > 0 else { return }
         sender!.pump(now: now, recorder: recorder) { seq, stamp in
             let token = recipients.items[cursor]
+            let recipient = cursor
             cursor += 1
             if cursor == recipients.count { cursor = 0 }
-            writeRequest(token: token, stamp: stamp)
+            if let webPush {
+                guard let request = WebPushBench.request(webPush, recipient: recipient, token: token, stamp: stamp,
+                                                         payload: payload) else { return fail("a payload too big for Web Push") }
+                out.writeBytes(request)
+            } else {
+                writeRequest(token: token, stamp: stamp)
+            }
         }
     }
 
@@ -116,7 +129,9 @@ final class HTTPSendConnection: BenchConnection {
             return
         }
         // A legacy answer is 200 even when the token failed: its "success" says.
-        let accepted = status == 200 && (api != .legacy || Self.find(Array("\"success\":1".utf8), in: body) != nil)
+        // Web Push answers 201 Created (RFC 8030 §5).
+        let accepted = api == .webpush ? status == 201
+            : status == 200 && (api != .legacy || Self.find(Array("\"success\":1".utf8), in: body) != nil)
         if accepted {
             recorder.recordAck(sentAt: sentAt, now: now)
         } else {

@@ -21,6 +21,7 @@ public struct HTTPSendTarget: Sendable {
         case .v1: "/v1/projects/\(senderID)/messages:send"
         case .legacy: "/fcm/send"
         case .noop: "/emulator/bench/noop"
+        case .webpush: "/fcm/send/"
         }
     }
 }

@@ -248,7 +248,7 @@ public final class PostgresStore: Persistence {
                   state = EXCLUDED.state, replaced_by = EXCLUDED.replaced_by, web_subscription = EXCLUDED.web_subscription,
                   apns_token = EXCLUDED.apns_token, refreshed_tokens = EXCLUDED.refreshed_tokens
                 """, binds(d.token, d.deviceID, d.secret, d.app, d.platform.rawValue, d.senders.joined(separator: ","),
-                           d.createdAt, d.status.rawValue, d.state, d.replacedBy, d.webSubscription?.json.encoded(),
+                           d.createdAt, d.status.rawValue, d.state, d.replacedBy, d.webSubscription?.storedJSON.encoded(),
                            d.apnsToken, d.refreshedTokens.isEmpty ? nil : d.refreshedTokens.joined(separator: ",")))
         case .enqueue(let m, let limits):
             enqueue(m, limits: limits, in: s, node: node, removals: removals)

@@ -189,6 +189,8 @@ public enum SendAPI: String, Sendable, CaseIterable {
     case apns
     /// The emulator itself: its load generator and other in-process senders.
     case emulator
+    /// Web Push (RFC 8030): an application server posting to a subscription's endpoint.
+    case webpush
 }
 
 /// Where a send request came from: the API, the connection (CCS, APNs), and the id the client gave

@@ -8,11 +8,46 @@ public struct WebPushSubscription: Sendable, Equatable {
     public var p256dh: String
     /// The authentication secret: 16 bytes, base64url.
     public var auth: String
+    /// Set when the emulator itself is the push service of this subscription (`POST
+    /// /emulator/v1/web-push/subscriptions`, `device --push-service emulator`): it then holds the
+    /// browser's private key, to check and (for the simulated browser) decrypt what is pushed.
+    public var serviceKeys: ServiceKeys?
 
-    public init(endpoint: String, p256dh: String, auth: String) {
+    /// What the emulator keeps of a subscription it serves, beyond `toJSON()`.
+    public struct ServiceKeys: Sendable, Equatable {
+        /// The browser's P-256 private key: 32 bytes, base64url.
+        public var privateKey: String
+        /// The `applicationServerKey` the subscription was made with (65 bytes, base64url); nil: any
+        /// VAPID key is taken.
+        public var applicationServerKey: String?
+
+        public init(privateKey: String, applicationServerKey: String?) {
+            self.privateKey = privateKey
+            self.applicationServerKey = applicationServerKey
+        }
+    }
+
+    public init(endpoint: String, p256dh: String, auth: String, serviceKeys: ServiceKeys? = nil) {
         self.endpoint = endpoint
         self.p256dh = p256dh
         self.auth = auth
+        self.serviceKeys = serviceKeys
+    }
+
+    /// The emulator is the push service: FCM's endpoint (Chrome's) or one it made itself. Nothing is
+    /// sent out for these; the device channel delivers.
+    public var isServedByEmulator: Bool { isOnFCMPushService || serviceKeys != nil }
+
+    /// The endpoint's origin (`scheme://host[:port]`), which a VAPID token's `aud` names.
+    public var endpointOrigin: String {
+        let bytes = Array(endpoint.utf8)
+        var start = 0
+        // After "scheme://": the first "/" after the authority starts the path.
+        if let colon = bytes.firstIndex(of: 0x3A), colon + 2 < bytes.count, bytes[colon + 1] == 0x2F, bytes[colon + 2] == 0x2F {
+            start = colon + 3
+        }
+        let pathStart = bytes[start...].firstIndex(of: 0x2F) ?? bytes.count
+        return String(decoding: bytes[..<pathStart], as: UTF8.self).lowercased()
     }
 
     /// The endpoint is on FCM's own push service, Chrome's: there the emulator is the push service and
@@ -24,6 +59,22 @@ public struct WebPushSubscription: Sendable, Equatable {
 
     public var json: JSONValue {
         .object(["endpoint": .string(endpoint), "keys": .object(["p256dh": .string(p256dh), "auth": .string(auth)])])
+    }
+
+    /// Exactly as the browser's `subscription.toJSON()` gives it: with `expirationTime` (null: FCM's
+    /// subscriptions do not expire by a date).
+    public var browserJSON: JSONValue {
+        .object(["endpoint": .string(endpoint), "expirationTime": .null,
+                 "keys": .object(["p256dh": .string(p256dh), "auth": .string(auth)])])
+    }
+
+    /// What the store keeps: `json` and, for a subscription the emulator serves, its keys.
+    public var storedJSON: JSONValue {
+        guard let serviceKeys, case .object(var fields) = json else { return json }
+        var keys: [String: JSONValue] = ["private_key": .string(serviceKeys.privateKey)]
+        if let k = serviceKeys.applicationServerKey { keys["application_server_key"] = .string(k) }
+        fields["emulator_push_service"] = .object(keys)
+        return .object(fields)
     }
 
     /// `{"endpoint":"https://…","keys":{"p256dh":"…","auth":"…"}}` checked as a browser makes it; the
@@ -51,7 +102,19 @@ public struct WebPushSubscription: Sendable, Equatable {
         guard case .string(let auth)? = keys["auth"], let secret = Base64URL.decode(auth), secret.count == 16 else {
             return .failure(.init("\"subscription.keys.auth\" must be a base64url 16-byte secret"))
         }
-        return .success(WebPushSubscription(endpoint: endpoint, p256dh: p256dh, auth: auth))
+        return .success(WebPushSubscription(endpoint: endpoint, p256dh: p256dh, auth: auth,
+                                            serviceKeys: parseServiceKeys(o["emulator_push_service"])))
+    }
+
+    /// The keys `storedJSON` adds (only the store writes them; a client's are read the same way).
+    static func parseServiceKeys(_ value: JSONValue?) -> ServiceKeys? {
+        guard case .object(let o)? = value, case .string(let privateKey)? = o["private_key"],
+              let raw = Base64URL.decode(privateKey), raw.count == 32 else { return nil }
+        var serverKey: String?
+        if case .string(let k)? = o["application_server_key"], let point = Base64URL.decode(k), point.count == 65 {
+            serverKey = k
+        }
+        return ServiceKeys(privateKey: privateKey, applicationServerKey: serverKey)
     }
 
     public struct SubscriptionError: Error, Equatable, Sendable {

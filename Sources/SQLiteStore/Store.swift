@@ -354,7 +354,7 @@ public final class Store: Sendable {
                   apns_token = excluded.apns_token, refreshed_tokens = excluded.refreshed_tokens
                 """).execute(arguments: [d.token, d.deviceID, d.secret, d.app, d.platform.rawValue,
                                  d.senders.joined(separator: ","), d.createdAt, d.status.rawValue, d.state, d.replacedBy,
-                                 d.webSubscription?.json.encoded(), d.apnsToken,
+                                 d.webSubscription?.storedJSON.encoded(), d.apnsToken,
                                  d.refreshedTokens.isEmpty ? nil : d.refreshedTokens.joined(separator: ",")])
         case .enqueue(let m, let limits):
             try enqueue(m, limits: limits, in: db, removals: removals)

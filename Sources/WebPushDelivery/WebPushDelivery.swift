@@ -9,6 +9,7 @@ import NIOHTTP1
 import NIOSSL
 import PushDomain
 import Synchronization
+import WebPushService
 
 /// Web Push delivery (`serve --web-push on`): the emulator plays FCM's part towards a web device's
 /// push service, as a browser's subscription names it (any but FCM's own, Chrome's, where the
@@ -65,7 +66,7 @@ public final class WebPushDelivery: Sendable {
 
     func attach(_ record: DeviceRecord, failures: Int) {
         guard !stopped.load(ordering: .relaxed), record.platform == .web, record.status == .active,
-              let subscription = record.webSubscription, !subscription.isOnFCMPushService else { return }
+              let subscription = record.webSubscription, !subscription.isServedByEmulator else { return }
         let link = WebPushLink(token: record.token, subscription: subscription, delivery: self, failures: failures)
         links.withLock { $0[record.token] = link }
         engine.deviceConnected(token: record.token, link: link)

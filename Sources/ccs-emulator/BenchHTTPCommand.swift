@@ -104,7 +104,7 @@ private func runHTTP(api: HTTPBenchAPI, _ http: HTTPBenchOptions, _ server: CCSS
         let authorization: String
         switch api {
         case .v1: authorization = "Bearer " + (try await accessToken(target, group: helper))
-        case .legacy, .noop: authorization = "key=" + server.serverKey
+        case .legacy, .noop, .webpush: authorization = "key=" + server.serverKey
         }
         let port = http.tls ? httpsPort! : target.httpPort
         var results: [BenchResult] = []

@@ -14,7 +14,9 @@ struct Device: AsyncParsableCommand {
             notification (shown by the system: the app is in the background); a message whose view names \
             an image is printed once the image is downloaded or given up, with "image": {url, status, bytes, \
             content_type, shown, reason} (see docs/platforms.md), deleted_messages, sent / send_error (upstream), state, offline, \
-            uninstalled, groups, token, disconnected, error.
+            uninstalled, groups, token, disconnected, error; with --push-service emulator, push (a Web Push \
+            message decrypted with the subscription's key: data, and the notification a service worker would \
+            show) or push_error, and the registered event carries the PushSubscription (docs/web-push.md).
 
             Reads JSON-line commands on stdin: {"go":"offline"|"online"|"foreground"|"background"|"idle"|\
             "active"|"uninstall"|"reinstall"}, {"tap":"<message_id>"} (open a notification from the tray), \
@@ -42,6 +44,12 @@ struct Device: AsyncParsableCommand {
     var platform = "android"
     @Option(help: "web: the browser's PushSubscription JSON ({\"endpoint\":…,\"keys\":{\"p256dh\":…,\"auth\":…}}).")
     var subscription: String?
+    @Option(help: "web: \"emulator\" subscribes with the emulator as the browser's push service (a fresh key pair and auth secret; prints the PushSubscription, decrypts each Web Push message into a push event; docs/web-push.md).")
+    var pushService: String?
+    @Option(help: "web, --push-service emulator: the applicationServerKey (VAPID public key, base64url) the subscription accepts alone.")
+    var applicationServerKey: String?
+    @Option(help: "web, --push-service emulator: the endpoint's form: fcm (https://fcm.googleapis.com/fcm/send/…, the default), wp (…/wp/…) or local (this emulator's http URL).")
+    var endpointForm = "fcm"
     @Option(help: "Seconds an image download may take (0.1 to 120; default: the platform's, Android 5, iOS and web 30).")
     var imageTimeout: Double?
     @Option(help: "Reuse this existing registration instead of registering anew.")
@@ -50,7 +58,7 @@ struct Device: AsyncParsableCommand {
     var apns = false
 
     func validate() throws {
-        if token == nil && (app == nil || (senders.isEmpty && !apns)) {
+        if token == nil && (app == nil || (senders.isEmpty && !apns && pushService == nil)) {
             throw ValidationError("give --app and at least one --sender or --apns (or --token)")
         }
         if apns && platform != "ios" { throw ValidationError("--apns needs --platform ios") }
@@ -62,7 +70,19 @@ struct Device: AsyncParsableCommand {
                 throw ValidationError("--subscription must be a PushSubscription JSON with an https endpoint and keys p256dh, auth")
             }
         }
+        try validateWebPush()
         if HTTPJSONClient.parseBaseURL(emulator) == nil { throw ValidationError("--emulator must look like http://HOST:PORT") }
+    }
+
+    func validateWebPush() throws {
+        if let pushService {
+            guard pushService == "emulator" else { throw ValidationError("--push-service takes emulator") }
+            guard platform == "web" else { throw ValidationError("--push-service is for --platform web") }
+            guard subscription == nil else { throw ValidationError("give --push-service emulator or --subscription, not both") }
+            guard ["fcm", "wp", "local"].contains(endpointForm) else { throw ValidationError("--endpoint-form is fcm, wp or local") }
+        } else if applicationServerKey != nil {
+            throw ValidationError("--application-server-key needs --push-service emulator")
+        }
     }
 
     func run() async throws {
@@ -75,7 +95,10 @@ struct Device: AsyncParsableCommand {
         do {
             let subscriptionJSON = try subscription.map { try JSONValue.parse($0) }
             try await session.start(token: token, app: app ?? "", senders: senders, platform: platform,
-                                    subscription: subscriptionJSON, apns: apns)
+                                    subscription: subscriptionJSON, apns: apns,
+                                    pushService: pushService.map { _ in
+                                        WebPushServiceRequest(applicationServerKey: applicationServerKey, endpointForm: endpointForm)
+                                    })
             for await command in StdinCommands().stream {
                 do { try await session.handle(command) } catch {
                     session.emitError(error)

@@ -134,3 +134,10 @@ def test_apns_counts_exactly():
 def test_apns_at_a_fixed_rate_counts_exactly():
     r = bench("apns", "--notifications", "400", "--devices", "2", "--connections", "2", "--rate", "2000")
     assert (r["accepted"], r["delivered"], r["rate"]) == (400, 400, 2000), r
+
+
+def test_web_push_embedded_counts_exactly():
+    # Every push is encrypted by the generator, accepted with 201 and decrypted by its browser.
+    r = bench("web-push", "--embedded", "--messages", "200", "--devices", "5", "--connections", "2")
+    assert r["scenario"] == "web-push"
+    assert_exact(r, 200)

@@ -297,3 +297,25 @@ def test_apns_provider_example(readme_server, workdir):
     event = device.next_event("apns")
     assert (event["alert"], event["badge"], event["sound"]) == ("Hello from APNs", 1, "default")
     assert device.end_stdin() == 0
+
+
+def test_web_push_example(readme_server, workdir):
+    """The Web Push section: the browser as written (the emulator's port changed), then
+    webpush_send.py (pywebpush) with its subscription; the browser prints the push event."""
+    pytest.importorskip("pywebpush")
+    srv = readme_server
+    line = block("--push-service emulator").strip().splitlines()[0]
+    line = substitute(substitute(line, "ccs-emulator", emulator_bin()), "http://127.0.0.1:8080", srv.http_base)
+    browser = Lines(shlex.split(line), workdir)
+    try:
+        subscription = browser.next_event("registered")["subscription"]
+        browser.next_event("connected")
+        script = workdir / "webpush_send.py"
+        script.write_text(block("# webpush_send.py", info="python"))
+        sent = subprocess.run([sys.executable, str(script), json.dumps(subscription)], cwd=workdir,
+                              capture_output=True, timeout=RUN_TIMEOUT)
+        assert sent.returncode == 0 and sent.stdout.startswith(b"201 "), sent
+        push = browser.next_event("push")
+        assert push["notification"] == {"title": "Hello"}, push
+    finally:
+        browser.end_stdin()

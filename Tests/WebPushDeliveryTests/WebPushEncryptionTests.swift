@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import PushDomain
 import Testing
-@testable import WebPushDelivery
+import WebPushService
 
 /// RFC 8291 as the browser reads it: the test plays the user agent, with its own private key.
 @Suite struct WebPushEncryptionTests {

@@ -10,6 +10,9 @@ public struct VAPIDKey: Sendable {
 
     public init(privateKey: P256.Signing.PrivateKey) { self.privateKey = privateKey }
 
+    /// A fresh key (an application server's of its own: the load generator's, tests').
+    public static func generate() -> VAPIDKey { VAPIDKey(privateKey: P256.Signing.PrivateKey()) }
+
     /// The key in `path`, made (0600) when there is none.
     public static func ensure(at path: String) throws -> VAPIDKey {
         if let pem = try? String(contentsOfFile: path, encoding: .utf8) {
