@@ -13,6 +13,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.30.0"),
+        // Already resolved through Hummingbird; APNsProviderAPI speaks HTTP/2 with it directly.
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.34.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.10.0"),
@@ -92,6 +94,20 @@ let package = Package(
             .product(name: "SwiftASN1", package: "swift-asn1"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // APNs' HTTP/2 provider API (api.push.apple.com): token (.p8 JWT) and certificate auth (docs/apns.md).
+        .target(name: "APNsProviderAPI", dependencies: [
+            "Locking",
+            "PushDomain", "CCSEngine", "FaultInjection", "APNsGateway",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOTLS", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .target(name: "HTTPRequestBody", dependencies: [
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -149,7 +165,7 @@ let package = Package(
         ]),
         .target(name: "CCSEmulator", dependencies: [
             "Locking", "WebPushDelivery", "HTTPRequestBody",
-            "XMPPServer", "APNsGateway", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "CCSStore", "PostgresStore", "CCSProtocol", "MessageJournal", "Dashboard",
+            "XMPPServer", "APNsGateway", "APNsProviderAPI", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "CCSStore", "PostgresStore", "CCSProtocol", "MessageJournal", "Dashboard",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -186,7 +202,7 @@ let package = Package(
         ]),
         .executableTarget(name: "ccs-emulator", dependencies: [
             "Locking",
-            "CCSEmulator", "DeviceSimulator", "LoadGenerator", "ConformanceRunner", "CCSEngine", "CCSProtocol", "CCSStore", "PostgresStore", "XMPPServer", "MessageJournal",
+            "CCSEmulator", "APNsProviderAPI", "DeviceSimulator", "LoadGenerator", "ConformanceRunner", "CCSEngine", "CCSProtocol", "CCSStore", "PostgresStore", "XMPPServer", "MessageJournal",
             "GoogleAuth", "PushDomain",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -214,6 +230,10 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "X509", package: "swift-certificates"),
+            .product(name: "Crypto", package: "swift-crypto"),
+        ]),
+        .testTarget(name: "APNsProviderAPITests", dependencies: [
+            "APNsProviderAPI", "PushDomain",
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "CCSProtocolTests", dependencies: ["CCSProtocol", "PushDomain"]),

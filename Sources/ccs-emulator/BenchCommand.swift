@@ -217,6 +217,7 @@ struct EmbeddedBenchServer {
         c.httpPort = 0
         c.apns.gatewayPort = 0
         c.apns.feedbackPort = 0
+        c.apnsHTTP2.port = 0
         configure(&c)
         // Critical only: the emulator's own shutdown noise would interleave with the result.
         let emulator = try await Emulator.start(c, logger: makeLogger("ccs-emulator", level: .critical))
