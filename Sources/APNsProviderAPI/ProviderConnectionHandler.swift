@@ -31,13 +31,19 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         if case TLSUserEvent.handshakeCompleted? = event as? TLSUserEvent {
             let certificate = try? context.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate
             shared.connection = ProviderConnection(method: Self.method(certificate))
+            // A certificate authenticated the connection: every stream Apple allows, at once.
+            if shared.connection.streamsOpen { ProviderConnectionContext.openStreams(on: context.channel) }
         } else if event is ProviderShutdown {
+            // What still arrives is answered 503 Shutdown until the GOAWAY.
             shared.shuttingDown = true
+            return
+        } else if event is ProviderGoAway {
             // From the channel's tail, through the HTTP/2 handler that sits after this one.
             let reason = context.channel.allocator.buffer(string: #"{"reason":"Shutdown"}"#)
-            context.channel.writeAndFlush(HTTP2Frame(
-                streamID: .rootStream, payload: .goAway(lastStreamID: .maxID, errorCode: .noError, opaqueData: reason)),
-                promise: nil)
+            let channel = context.channel
+            channel.writeAndFlush(HTTP2Frame(
+                streamID: .rootStream, payload: .goAway(lastStreamID: .maxID, errorCode: .noError, opaqueData: reason))
+            ).whenComplete { _ in channel.close(promise: nil) }
             return
         }
         context.fireUserInboundEventTriggered(event)
@@ -59,6 +65,9 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
 
 /// Fired on each open connection when the server stops.
 struct ProviderShutdown: Sendable {}
+
+/// Fired on each open connection when the stopping server's grace period is over: GOAWAY, close.
+struct ProviderGoAway: Sendable {}
 
 /// The open connections, so that a stopping server can tell each one.
 final class ProviderConnections: Sendable {

@@ -89,18 +89,20 @@ public final class ProviderServer: Sendable {
         }
     }
 
-    /// Stops listening; each open connection gets a GOAWAY, 503 `Shutdown` for whatever it still
-    /// sends, and closes after the grace period.
+    /// Stops listening; each open connection answers 503 `Shutdown` to what it still gets for the
+    /// grace period, then sends GOAWAY and closes.
     public func shutdown() async {
         try? await channel.close()
-        for connection in connections.all {
+        let open = connections.all
+        for connection in open {
             connection.pipeline.fireUserInboundEventTriggered(ProviderShutdown())
         }
         let grace = shutdownGrace
-        for connection in connections.all {
-            let closing = connection.eventLoop.scheduleTask(in: grace) { connection.close(promise: nil) }
-            try? await connection.closeFuture.get()
-            closing.cancel()
+        for connection in open {
+            connection.eventLoop.scheduleTask(in: grace) {
+                connection.pipeline.fireUserInboundEventTriggered(ProviderGoAway())
+            }
         }
+        for connection in open { try? await connection.closeFuture.get() }
     }
 }

@@ -13,6 +13,11 @@ public struct APNsPresentation: Sendable, Equatable {
     public var contentAvailable: Bool
     /// `mutable-content: 1`: the notification service extension may change it before it is shown.
     public var mutableContent: Bool
+    /// How iOS presents it, from the HTTP/2 `apns-push-type` (the binary gateway has none: from the
+    /// payload): `alert`, `background_wakeup` (silent), `voip_call` (PushKit), `live_activity_update`,
+    /// `complication_update`, `file_provider_change`, `location_query`, `push_to_talk`,
+    /// `widget_reload`, `mdm_check_in`, or `none` (nothing to show, no wake-up).
+    public var presentation: String
 
     /// From the device channel's `{"message_type":"apns",…,"payload":{…}}`; nil for anything else.
     public init?(message: JSONValue) {
@@ -24,12 +29,31 @@ public struct APNsPresentation: Sendable, Equatable {
         sound = aps["sound"]
         contentAvailable = aps["content-available"]?.intValue == 1
         mutableContent = aps["mutable-content"]?.intValue == 1
+        presentation = Self.presentation(pushType: message["apns"]?["push_type"]?.stringValue,
+                                         alert: alert != nil || badge != nil || sound != nil,
+                                         contentAvailable: contentAvailable)
+    }
+
+    static func presentation(pushType: String?, alert: Bool, contentAvailable: Bool) -> String {
+        switch pushType {
+        case "voip"?: return "voip_call"
+        case "liveactivity"?: return "live_activity_update"
+        case "complication"?: return "complication_update"
+        case "fileprovider"?: return "file_provider_change"
+        case "location"?: return "location_query"
+        case "pushtotalk"?: return "push_to_talk"
+        case "widgets"?: return "widget_reload"
+        case "mdm"?: return "mdm_check_in"
+        case "background"?: return "background_wakeup"
+        default: return alert ? "alert" : contentAvailable ? "background_wakeup" : "none"
+        }
     }
 
     /// The `apns` event of `ccs-emulator device`.
     public var json: JSONValue {
         var fields: [String: JSONValue] = [
             "payload": payload, "content_available": .bool(contentAvailable), "mutable_content": .bool(mutableContent),
+            "presentation": .string(presentation),
         ]
         if let alert { fields["alert"] = alert }
         if let badge { fields["badge"] = .int(badge) }

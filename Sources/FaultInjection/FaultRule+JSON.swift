@@ -16,7 +16,7 @@ extension FaultRule {
     public init(json: JSONValue, defaultID: String) throws(FaultRuleError) {
         guard let o = json.objectValue else { throw FaultRuleError(field: "rule", reason: "must be a JSON object") }
         let known: Set<String> = ["id", "action", "code", "description", "delay_ms", "status", "retry_after",
-                                  "apns_status", "sender", "token", "topic", "message_id", "after", "times",
+                                  "apns_status", "apns_reason", "sender", "token", "topic", "message_id", "after", "times",
                                   "probability", "seed", "point"]
         if let unknown = o.keys.sorted().first(where: { !known.contains($0) }) {
             throw FaultRuleError(field: unknown, reason: "unknown field")
