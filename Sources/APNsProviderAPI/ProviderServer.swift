@@ -83,7 +83,6 @@ public final class ProviderServer: Sendable {
         _ = try sync.configureHTTP2Pipeline(mode: .server, connectionConfiguration: settings,
                                             streamConfiguration: .init()) { stream in
             stream.eventLoop.makeCompletedFuture {
-                try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
                 try stream.pipeline.syncOperations.addHandler(ProviderStreamHandler(shared: bound.value, services: services))
             }
         }

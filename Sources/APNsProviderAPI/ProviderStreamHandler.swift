@@ -1,21 +1,23 @@
 import CCSEngine
 import Logging
 import NIOCore
-import NIOHTTP1
+import NIOHPACK
 import NIOHTTP2
 
 /// The thin NIO side of one stream: the request read whole, then the connection's authentication,
-/// the validator and the delivery decide its answer.
+/// the validator and the delivery decide its answer. HTTP/2 frames as they are, not an HTTP/1 view:
+/// a provider may name the host in `host` instead of `:authority` (aioapns does; APNs takes it).
 final class ProviderStreamHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
+    typealias InboundIn = HTTP2Frame.FramePayload
+    typealias OutboundOut = HTTP2Frame.FramePayload
 
     /// More than the largest payload Apple takes (VoIP, 5 KB): enough to know a body is too large.
     static let bodyLimit = PushType.voip.payloadLimit + 1
 
     private let shared: ProviderConnectionContext
     private let services: ProviderServices
-    private var head: HTTPRequestHead?
+    private var head: HPACKHeaders?
+    private var answered = false
     private var body: [UInt8] = []
 
     init(shared: ProviderConnectionContext, services: ProviderServices) {
@@ -24,23 +26,31 @@ final class ProviderStreamHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var ended = false
         switch unwrapInboundIn(data) {
-        case .head(let h):
-            head = h
-        case .body(var bytes):
-            // Bytes past the limit are dropped: the body is too large whatever they are (413).
-            let room = Self.bodyLimit - body.count
-            if room > 0, let taken = bytes.readBytes(length: min(room, bytes.readableBytes)) { body += taken }
-        case .end:
-            guard let head else { return }
-            respond(to: request(head), context: context)
+        case .headers(let h):
+            if head == nil { head = h.headers }  // a second HEADERS frame is the trailers
+            ended = h.endStream
+        case .data(let d):
+            if case .byteBuffer(var bytes) = d.data {
+                // Bytes past the limit are dropped: the body is too large whatever they are (413).
+                let room = Self.bodyLimit - body.count
+                if room > 0, let taken = bytes.readBytes(length: min(room, bytes.readableBytes)) { body += taken }
+            }
+            ended = d.endStream
+        default:
+            break
         }
+        guard ended, !answered, let head else { return }
+        answered = true
+        respond(to: request(head), context: context)
     }
 
-    private func request(_ head: HTTPRequestHead) -> ProviderRequest {
-        // Header names arrive lower case over HTTP/2; `:authority` is `host` in the HTTP/1 view.
-        let headers = head.headers.map { (name: $0.name.lowercased(), value: $0.value) }
-        return ProviderRequest(method: head.method.rawValue, path: head.uri, headers: headers, body: body)
+    private func request(_ head: HPACKHeaders) -> ProviderRequest {
+        // Names arrive lower case over HTTP/2; the pseudo-headers are among them.
+        let headers = head.map { (name: $0.name.lowercased(), value: $0.value) }
+        return ProviderRequest(method: head.first(name: ":method") ?? "", path: head.first(name: ":path") ?? "",
+                               headers: headers, body: body)
     }
 
     private func respond(to request: ProviderRequest, context: ChannelHandlerContext) {
@@ -85,16 +95,16 @@ final class ProviderStreamHandler: ChannelInboundHandler {
     }
 
     private func write(_ answer: ProviderAnswer, context: ChannelHandlerContext) {
-        var headers = HTTPHeaders(answer.headers.map { ($0.name, $0.value) })
-        var buffer: ByteBuffer?
-        if let body = answer.body {
-            buffer = context.channel.allocator.buffer(string: body)
-            headers.add(name: "content-length", value: String(body.utf8.count))
+        var headers = HPACKHeaders([(":status", String(answer.status))])
+        for h in answer.headers { headers.add(name: h.name, value: h.value) }
+        guard let body = answer.body else {
+            context.writeAndFlush(wrapOutboundOut(.headers(.init(headers: headers, endStream: true))), promise: nil)
+            return
         }
-        let head = HTTPResponseHead(version: .http2, status: HTTPResponseStatus(statusCode: answer.status), headers: headers)
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
-        if let buffer { context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil) }
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        headers.add(name: "content-length", value: String(body.utf8.count))
+        context.write(wrapOutboundOut(.headers(.init(headers: headers))), promise: nil)
+        let buffer = context.channel.allocator.buffer(string: body)
+        context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(buffer), endStream: true))), promise: nil)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

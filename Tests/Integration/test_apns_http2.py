@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from ccs_support import http_json
 from ccs_support.apns import issue_cert, register_ios
-from ccs_support.apns_http2 import PRODUCTION, SANDBOX, H2Provider, issue_key, provider_token
+from ccs_support.apns_http2 import PRODUCTION, SANDBOX, H2Provider, issue_key, provider_token, proxy_tunnel
 
 APP = "com.example.h2app"
 OTHER = "com.example.h2other"
@@ -350,6 +350,21 @@ def test_a_certificate_without_a_bundle_id_is_bad(server, device_token, tmp_path
     with connect(server, cert=str(pem)) as c:
         status, _, body = c.post(f"/3/device/{device_token}", [("apns-topic", APP)], alert())
         assert (status, body) == (403, {"reason": "BadCertificate"})
+
+
+# -- proxy mode --------------------------------------------------------------------------------------
+
+def test_proxy_mode_tunnels_apples_hosts_on_443_and_2197(start_server, tmp_path):
+    srv = start_server(extra_args=["--proxy-port", "0"])
+    token = register_ios(srv.http_base, APP)["apns_token"]
+    issue_key(srv.data_dir, TEAM, KEY, tmp_path / "k.p8")
+    auth = ("authorization", "bearer " + provider_token(tmp_path / "k.p8", KEY, TEAM))
+    for host in [PRODUCTION, SANDBOX, "api.development.push.apple.com"]:
+        for port in [443, 2197]:
+            raw = proxy_tunnel(int(srv.ready["proxy_port"]), host, port)
+            with H2Provider(0, srv.ready["ca_cert"], host=host, raw=raw) as c:
+                status, _, _ = c.post(f"/3/device/{token}", [auth, ("apns-topic", APP)], alert())
+                assert status == 200, (host, port)
 
 
 # -- graceful stop -----------------------------------------------------------------------------------

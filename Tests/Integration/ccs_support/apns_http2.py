@@ -47,12 +47,14 @@ def provider_token(p8: Path, key_id: str, team_id: str, iat: int | None = None, 
 class H2Provider:
     """One HTTP/2 connection to the provider API."""
 
-    def __init__(self, port: int, ca_cert: str, host: str = SANDBOX, cert: str | None = None):
+    def __init__(self, port: int, ca_cert: str, host: str = SANDBOX, cert: str | None = None,
+                 raw: socket.socket | None = None):
+        """To 127.0.0.1:`port`, or over `raw` (a proxy tunnel already open)."""
         context = ssl.create_default_context(cafile=ca_cert)
         context.set_alpn_protocols(["h2"])
         if cert:
             context.load_cert_chain(cert)
-        raw = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        raw = raw or socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
         self.sock = context.wrap_socket(raw, server_hostname=host)
         assert self.sock.selected_alpn_protocol() == "h2"
         self.host = host
@@ -140,3 +142,16 @@ class H2Provider:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def proxy_tunnel(proxy_port: int, host: str, port: int) -> socket.socket:
+    """A CONNECT tunnel through proxy mode to `host:port`, open (the proxy answered 200)."""
+    raw = socket.create_connection(("127.0.0.1", proxy_port), timeout=TIMEOUT)
+    raw.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = raw.recv(1)
+        assert chunk, head
+        head += chunk
+    assert head.startswith(b"HTTP/1.1 200"), head
+    return raw
