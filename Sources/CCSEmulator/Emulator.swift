@@ -398,6 +398,7 @@ public final class Emulator: Sendable {
                  "http_deadline_closes": HTTPRequestDeadlines.closed.load(ordering: .relaxed)]
             }, metricsText: { prometheus.scrape(engine: engine) }).addRoutes(to: router)
             Dashboard.addRoutes(to: router)
+            APNsKeyRoutes.add(to: router, dataDirectory: dataDir)
             // The FCM HTTP APIs (legacy send, OAuth2, v1) on the same port and the same engine.
             try FCMHTTPAPI(engine: engine, credentialsDirectory: dataDir + "/credentials",
                            projectSenders: projectSenders).addRoutes(to: router)

@@ -97,7 +97,7 @@ struct Serve: AsyncParsableCommand {
     var httpPort = 8080
     @Option(help: "Also serve the HTTP routes over TLS (development-CA certificate) on this port, in HTTP/2 when the client offers h2 (ALPN), else HTTP/1.1. 0 picks a free port. Default: not served.")
     var httpsPort: Int?
-    @Option(help: "Proxy mode: an HTTP CONNECT proxy (HTTPS_PROXY=http://HOST:PORT) that tunnels only to the Google hosts the emulator plays. 0 picks a free port. Default: off.")
+    @Option(help: "Proxy mode: an HTTP CONNECT proxy (HTTPS_PROXY=http://HOST:PORT) that tunnels only to the Google and Apple (APNs HTTP/2) hosts the emulator plays. 0 picks a free port. Default: off.")
     var proxyPort: Int?
     @Option(help: "APNs legacy binary gateway port (TLS, provider certificate from `ccs-emulator apns-cert`). 0 picks a free port.")
     var apnsPort = 2195

@@ -211,6 +211,24 @@ def test_a_key_made_while_the_server_runs_is_known_at_once(server, device_token,
         assert status == 200
 
 
+def test_the_admin_route_makes_keys_too(server, device_token, tmp_path):
+    status, made = http_json("POST", f"{server.http_base}/emulator/v1/apns/keys",
+                             {"team_id": "TEAMH20006", "key_id": "KEYH200006", "topics": [APP], "environment": "both"})
+    assert status == 201 and made["key_id"] == "KEYH200006" and made["topics"] == [APP], made
+    p8 = tmp_path / "admin.p8"
+    p8.write_text(made["p8"])
+    with connect(server) as c:
+        status, _, _ = c.post(f"/3/device/{device_token}", [
+            ("authorization", "bearer " + provider_token(p8, "KEYH200006", "TEAMH20006")), ("apns-topic", APP)], alert())
+        assert status == 200
+    for bad in [{"team_id": "x", "key_id": "KEYH200007"}, {"key_id": "KEYH200007"},
+                {"team_id": "TEAMH20006", "key_id": "KEYH200006"},
+                {"team_id": "TEAMH20006", "key_id": "KEYH200008", "environment": "staging"},
+                {"team_id": "TEAMH20006", "key_id": "KEYH200008", "topics": "com.example.app"}]:
+        status, body = http_json("POST", f"{server.http_base}/emulator/v1/apns/keys", bad)
+        assert status == 400 and body["error"]["status"] == "INVALID_ARGUMENT", (bad, body)
+
+
 # -- Apple's table -----------------------------------------------------------------------------------
 
 def test_every_400_of_the_table(server, device_token, other_token, authed):
