@@ -164,7 +164,7 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         .target(name: "CCSEmulator", dependencies: [
-            "Locking", "WebPushDelivery", "HTTPRequestBody",
+            "Locking", "PushDomain", "WebPushDelivery", "HTTPRequestBody",
             "XMPPServer", "APNsGateway", "APNsProviderAPI", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "CCSStore", "PostgresStore", "CCSProtocol", "MessageJournal", "Dashboard",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
@@ -191,6 +191,10 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOTLS", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            // bench apns-http2: an HTTP/2 provider with ES256 provider tokens.
+            .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+            .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .target(name: "ConformanceRunner", dependencies: [
             "Locking",

@@ -26,7 +26,8 @@ struct Bench: AsyncParsableCommand {
             empties its store and keeps its CA; an --embedded run's store is deleted after the run.
             """,
         subcommands: [BenchDownstream.self, BenchUpstream.self, BenchConnections.self, BenchXMPPChat.self,
-                      BenchHTTPV1.self, BenchHTTPLegacy.self, BenchTopic.self, BenchAPNs.self])
+                      BenchHTTPV1.self, BenchHTTPLegacy.self, BenchTopic.self, BenchAPNs.self,
+                      BenchAPNsHTTP2.self])
 }
 
 /// Options of every scenario that sends messages (downstream, upstream, xmpp-chat).

@@ -134,3 +134,10 @@ def test_apns_counts_exactly():
 def test_apns_at_a_fixed_rate_counts_exactly():
     r = bench("apns", "--notifications", "400", "--devices", "2", "--connections", "2", "--rate", "2000")
     assert (r["accepted"], r["delivered"], r["rate"]) == (400, 400, 2000), r
+
+
+def test_apns_http2_counts_exactly():
+    r = bench("apns-http2", "--notifications", "300", "--devices", "5", "--connections", "2")
+    assert r["scenario"] == "apns-http2" and r["connections"] == 2 and r["devices"] == 5
+    assert (r["accepted"], r["refused"], r["delivered"]) == (300, 0, 300), r
+    assert r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] <= r["latency_ms"]["max"], r
