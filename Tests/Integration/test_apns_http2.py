@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+import urllib.request
 import uuid
 
 import jwt
@@ -142,6 +143,17 @@ def test_accepted_notification_reaches_the_ios_device(server, keys, devices):
                                 "content-state": {"score": 2}}}).encode())
         assert status == 200
         assert dev.expect("apns")["presentation"] == "live_activity_update"
+
+
+def test_metrics_and_the_journal_see_accepted_notifications(server, keys, device_token):
+    with connect(server) as c:
+        status, headers, _ = c.post(f"/3/device/{device_token}", [bearer(keys["team"]), ("apns-topic", APP)], alert())
+        assert status == 200
+    status, journal = http_json("GET", f"{server.http_base}/emulator/v1/messages?sender={APP}")
+    assert status == 200 and any(m["api"] == "apns_http2" for m in journal["messages"]), journal
+    with urllib.request.urlopen(f"{server.http_base}/metrics", timeout=20) as r:
+        text = r.read().decode()
+    assert any(line.startswith("ccs_") and 'api="apns_http2"' in line for line in text.splitlines()), text[:2000]
 
 
 def test_the_production_host_has_no_unique_id(server, keys, device_token):
