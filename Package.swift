@@ -279,6 +279,7 @@ let package = Package(
         ]),
         .testTarget(name: "CCSEmulatorTests", dependencies: [
             "CCSEmulator", "ConnectProxy",
+            .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
             .product(name: "X509", package: "swift-certificates"),

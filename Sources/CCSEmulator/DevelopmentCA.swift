@@ -40,7 +40,7 @@ public struct DevelopmentCA: Sendable {
         guard let pem = try? String(contentsOfFile: caCertPath, encoding: .utf8),
               let ca = try? Certificate(pemEncoded: pem), !Self.isConstrainedAsNow(ca) else { return }
         let directory = (caCertPath as NSString).deletingLastPathComponent
-        logger.warning("the development CA \(caCertPath) was made by an older version and may issue for all of google.com; to replace it with one limited to the names served, stop the emulator, remove \(directory), start again and trust the new ca.pem (docs/hardening.md)")
+        logger.warning("the development CA \(caCertPath) was made by an older version: it may issue for all of google.com, or its names leave out APNs' api.push.apple.com hosts (the HTTP/2 provider API is then reached as localhost only); to replace it with one limited to exactly the names served, stop the emulator, remove \(directory), start again and trust the new ca.pem (docs/hardening.md, docs/apns.md)")
     }
 
     /// Whether `ca` has the constraints a CA made by this version has (one made before may issue for
