@@ -19,7 +19,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from ccs_support import http_json
+from ccs_support import get_device, http_json, store_sync
 from ccs_support.apns import issue_cert, register_ios
 from ccs_support.apns_http2 import PRODUCTION, SANDBOX, H2Provider, issue_key, provider_token, proxy_tunnel
 
@@ -154,6 +154,25 @@ def test_metrics_and_the_journal_see_accepted_notifications(server, keys, device
     with urllib.request.urlopen(f"{server.http_base}/metrics", timeout=20) as r:
         text = r.read().decode()
     assert any(line.startswith("ccs_") and 'api="apns_http2"' in line for line in text.splitlines()), text[:2000]
+
+
+def test_store_and_forward_keeps_the_newest_and_expiration_0_is_now_or_never(server, keys):
+    device = register_ios(server.http_base, APP)  # registered, never connected: offline
+    auth = bearer(keys["team"])
+    ids = [str(uuid.uuid4()).upper() for _ in range(3)]
+    with connect(server) as c:
+        for i, apns_id in enumerate(ids[:2]):
+            status, _, _ = c.post(f"/3/device/{device['apns_token']}", [
+                auth, ("apns-topic", APP), ("apns-id", apns_id), ("apns-collapse-id", f"c{i}"),
+                ("apns-expiration", str(int(time.time()) + 3600))], alert(f"n{i}"))
+            assert status == 200
+        status, _, _ = c.post(f"/3/device/{device['apns_token']}", [
+            auth, ("apns-topic", APP), ("apns-id", ids[2]), ("apns-expiration", "0")], alert("now or never"))
+        assert status == 200  # accepted, and not stored: the device is offline
+    store_sync(server.http_base)
+    status, record = get_device(server.http_base, device["token"])
+    assert status == 200
+    assert [m["payload"]["apns"]["apns_id"] for m in record["queue"]] == [ids[1]], record["queue"]
 
 
 def test_the_production_host_has_no_unique_id(server, keys, device_token):
