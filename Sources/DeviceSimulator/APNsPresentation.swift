@@ -14,10 +14,25 @@ public struct APNsPresentation: Sendable, Equatable {
     /// `mutable-content: 1`: the notification service extension may change it before it is shown.
     public var mutableContent: Bool
     /// How iOS presents it, from the HTTP/2 `apns-push-type` (the binary gateway has none: from the
-    /// payload): `alert`, `background_wakeup` (silent), `voip_call` (PushKit), `live_activity_update`,
-    /// `complication_update`, `file_provider_change`, `location_query`, `push_to_talk`,
-    /// `widget_reload`, `mdm_check_in`, or `none` (nothing to show, no wake-up).
-    public var presentation: String
+    /// payload).
+    public var presentation: Presentation
+
+    public enum Presentation: String, Sendable {
+        case alert
+        /// A silent background wake-up (`content-available`, nothing shown).
+        case backgroundWakeup = "background_wakeup"
+        /// PushKit hands it to the app, which reports an incoming call.
+        case voipCall = "voip_call"
+        case liveActivityUpdate = "live_activity_update"
+        case complicationUpdate = "complication_update"
+        case fileProviderChange = "file_provider_change"
+        case locationQuery = "location_query"
+        case pushToTalk = "push_to_talk"
+        case widgetReload = "widget_reload"
+        case mdmCheckIn = "mdm_check_in"
+        /// Nothing to show and no wake-up.
+        case none
+    }
 
     /// From the device channel's `{"message_type":"apns",…,"payload":{…}}`; nil for anything else.
     public init?(message: JSONValue) {
@@ -34,18 +49,18 @@ public struct APNsPresentation: Sendable, Equatable {
                                          contentAvailable: contentAvailable)
     }
 
-    static func presentation(pushType: String?, alert: Bool, contentAvailable: Bool) -> String {
+    static func presentation(pushType: String?, alert: Bool, contentAvailable: Bool) -> Presentation {
         switch pushType {
-        case "voip"?: return "voip_call"
-        case "liveactivity"?: return "live_activity_update"
-        case "complication"?: return "complication_update"
-        case "fileprovider"?: return "file_provider_change"
-        case "location"?: return "location_query"
-        case "pushtotalk"?: return "push_to_talk"
-        case "widgets"?: return "widget_reload"
-        case "mdm"?: return "mdm_check_in"
-        case "background"?: return "background_wakeup"
-        default: return alert ? "alert" : contentAvailable ? "background_wakeup" : "none"
+        case "voip"?: return .voipCall
+        case "liveactivity"?: return .liveActivityUpdate
+        case "complication"?: return .complicationUpdate
+        case "fileprovider"?: return .fileProviderChange
+        case "location"?: return .locationQuery
+        case "pushtotalk"?: return .pushToTalk
+        case "widgets"?: return .widgetReload
+        case "mdm"?: return .mdmCheckIn
+        case "background"?: return .backgroundWakeup
+        default: return alert ? .alert : contentAvailable ? .backgroundWakeup : Presentation.none
         }
     }
 
@@ -53,7 +68,7 @@ public struct APNsPresentation: Sendable, Equatable {
     public var json: JSONValue {
         var fields: [String: JSONValue] = [
             "payload": payload, "content_available": .bool(contentAvailable), "mutable_content": .bool(mutableContent),
-            "presentation": .string(presentation),
+            "presentation": .string(presentation.rawValue),
         ]
         if let alert { fields["alert"] = alert }
         if let badge { fields["badge"] = .int(badge) }
