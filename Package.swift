@@ -224,6 +224,9 @@ let package = Package(
         .executableTarget(name: "fuzz-apns-frames", dependencies: [
             "FuzzSupport", "CLibFuzzer", "APNsGateway", .product(name: "NIOCore", package: "swift-nio"),
         ], path: "Sources/Fuzz/APNsFrames"),
+        .executableTarget(name: "fuzz-apns-http2", dependencies: [
+            "FuzzSupport", "CLibFuzzer", "APNsProviderAPI", .product(name: "Crypto", package: "swift-crypto"),
+        ], path: "Sources/Fuzz/APNsHTTP2"),
         .executableTarget(name: "fuzz-http-bodies", dependencies: ["FuzzSupport", "CLibFuzzer", "FCMHTTP"], path: "Sources/Fuzz/HTTPBodies"),
         .testTarget(name: "XMLStreamingTests", dependencies: ["XMLStreaming"]),
         .testTarget(name: "PlatformRenderingTests", dependencies: ["PlatformRendering", "PushDomain"]),
