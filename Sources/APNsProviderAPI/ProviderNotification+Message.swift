@@ -17,9 +17,9 @@ extension ProviderNotification {
         if let collapseID { headers["apns-collapse-id"] = .string(collapseID) }
         // The payload goes to the device byte for byte, as APNs passes it on, when it can be embedded
         // as it is (`JSONText`); otherwise encoded anew from what the validator parsed.
-        let embeddable = JSONText.isEmbeddableObject(payload, withObjectAt: "aps")
+        let embeddable = parsedPayload == nil || JSONText.isEmbeddableObject(payload, withObjectAt: "aps")
         var apns: [String: JSONValue] = ["headers": .object(headers)]
-        if !embeddable { apns["payload"] = payloadJSON }
+        if !embeddable { apns["payload"] = parsedPayload }
         var message = Message(messageID: apnsID, priority: priority == 10 ? .high : .normal,
                               timeToLive: timeToLive, apns: .object(apns))
         if embeddable { message.apnsPayloadText = String(decoding: payload, as: UTF8.self) }

@@ -47,5 +47,7 @@ public struct ProviderNotification: Sendable, Equatable {
     /// The provider's `apns-id`, or one made for it.
     public var apnsID: String
     public var payload: [UInt8]
-    public var payloadJSON: JSONValue
+    /// The payload parsed, only when it could not be passed on as sent (`JSONText.isEmbeddableObject`)
+    /// or a rule had to read it (a background push); nil: it goes to the device byte for byte.
+    public var parsedPayload: JSONValue?
 }

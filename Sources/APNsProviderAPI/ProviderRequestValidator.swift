@@ -43,7 +43,7 @@ public struct ProviderRequestValidator: Sendable {
         case .failure(let reason): return .failure(reason)
         case .success(let h): headers = h
         }
-        let payload: JSONValue
+        let payload: JSONValue?
         switch self.payload(request.body, pushType: pushType) {
         case .failure(let reason): return .failure(reason)
         case .success(let p): payload = p
@@ -51,7 +51,7 @@ public struct ProviderRequestValidator: Sendable {
         return .success(ProviderNotification(deviceToken: deviceToken, topic: topic.topic, bundleID: topic.bundleID,
                                              pushType: pushType, priority: headers.priority,
                                              expiration: headers.expiration, collapseID: headers.collapseID,
-                                             apnsID: apnsID, payload: request.body, payloadJSON: payload))
+                                             apnsID: apnsID, payload: request.body, parsedPayload: payload))
     }
 
     /// `apns-topic`: required with tokens (a certificate names its own), the suffix its push type
@@ -99,10 +99,12 @@ public struct ProviderRequestValidator: Sendable {
     }
 
     /// The body: a JSON object within the push type's size; a background push wakes the app silently
-    /// (`content-available: 1`, no alert, sound or badge).
-    func payload(_ body: [UInt8], pushType: PushType) -> Result<JSONValue, ProviderReason> {
+    /// (`content-available: 1`, no alert, sound or badge). Most payloads are checked by a scan that
+    /// builds nothing and go on as sent (nil); the others are parsed once, here.
+    func payload(_ body: [UInt8], pushType: PushType) -> Result<JSONValue?, ProviderReason> {
         guard !body.isEmpty else { return .failure(.payloadEmpty) }
         guard body.count <= pushType.payloadLimit else { return .failure(.payloadTooLarge) }
+        if pushType != .background && JSONText.isEmbeddableObject(body, withObjectAt: "aps") { return .success(nil) }
         guard let json = try? JSONValue.parse(String(decoding: body, as: UTF8.self)), json.objectValue != nil else {
             return .failure(.payloadEmpty)
         }
