@@ -240,7 +240,10 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "APNsProviderAPITests", dependencies: [
-            "APNsProviderAPI", "PushDomain", "CCSEngine", "CCSStore",
+            "APNsProviderAPI", "APNsGateway", "PushDomain", "CCSEngine", "CCSStore",
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "SwiftASN1", package: "swift-asn1"),
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
