@@ -57,7 +57,11 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         if case .bundleID(let id) = ProviderCertificate.topic(of: certificate) { bundleID = id } else { bundleID = nil }
         var sandboxOnly = false
         if let der = try? certificate.toDERBytes(), let parsed = try? Certificate(derEncoded: der) {
-            sandboxOnly = parsed.subject.description.contains("Apple Development IOS Push Services")
+            // Apple named development certificates "Apple Development IOS Push Services: <bundle id>".
+            sandboxOnly = parsed.subject.contains { rdn in
+                rdn.contains { $0.type == .RDNAttributeType.commonName
+                    && String($0.value)?.hasPrefix("Apple Development IOS Push Services") == true }
+            }
         }
         return .certificate(.init(bundleID: bundleID, sandboxOnly: sandboxOnly))
     }
