@@ -13,6 +13,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.30.0"),
+        // Already resolved through Hummingbird; APNsProviderAPI speaks HTTP/2 with it directly.
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.34.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.10.0"),
@@ -95,6 +97,20 @@ let package = Package(
             .product(name: "SwiftASN1", package: "swift-asn1"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // APNs' HTTP/2 provider API (api.push.apple.com): token (.p8 JWT) and certificate auth (docs/apns.md).
+        .target(name: "APNsProviderAPI", dependencies: [
+            "Locking",
+            "PushDomain", "CCSEngine", "FaultInjection", "APNsGateway",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOTLS", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+            .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .target(name: "HTTPRequestBody", dependencies: [
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -158,8 +174,8 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         .target(name: "CCSEmulator", dependencies: [
-            "Locking", "WebPushDelivery", "WebPushService", "HTTPRequestBody",
-            "XMPPServer", "APNsGateway", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "StoreModel", "SQLiteStore", "PostgresStore", "CCSProtocol", "MessageJournal", "Dashboard",
+            "Locking", "PushDomain", "WebPushDelivery", "WebPushService", "HTTPRequestBody",
+            "XMPPServer", "APNsGateway", "APNsProviderAPI", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "StoreModel", "SQLiteStore", "PostgresStore", "CCSProtocol", "MessageJournal", "Dashboard",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -185,6 +201,10 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOTLS", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            // bench apns-http2: an HTTP/2 provider with ES256 provider tokens.
+            .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+            .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .target(name: "ConformanceRunner", dependencies: [
             "Locking",
@@ -196,7 +216,7 @@ let package = Package(
         ]),
         .executableTarget(name: "ccs-emulator", dependencies: [
             "Locking",
-            "CCSEmulator", "DeviceSimulator", "LoadGenerator", "ConformanceRunner", "CCSEngine", "CCSProtocol", "StoreModel", "SQLiteStore", "PostgresStore", "XMPPServer", "MessageJournal",
+            "CCSEmulator", "APNsProviderAPI", "DeviceSimulator", "LoadGenerator", "ConformanceRunner", "CCSEngine", "CCSProtocol", "StoreModel", "SQLiteStore", "PostgresStore", "XMPPServer", "MessageJournal",
             "GoogleAuth", "PushDomain",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -214,6 +234,9 @@ let package = Package(
         .executableTarget(name: "fuzz-apns-frames", dependencies: [
             "FuzzSupport", "CLibFuzzer", "APNsGateway", .product(name: "NIOCore", package: "swift-nio"),
         ], path: "Sources/Fuzz/APNsFrames"),
+        .executableTarget(name: "fuzz-apns-http2", dependencies: [
+            "FuzzSupport", "CLibFuzzer", "APNsProviderAPI", .product(name: "Crypto", package: "swift-crypto"),
+        ], path: "Sources/Fuzz/APNsHTTP2"),
         .executableTarget(name: "fuzz-http-bodies", dependencies: ["FuzzSupport", "CLibFuzzer", "FCMHTTP"], path: "Sources/Fuzz/HTTPBodies"),
         .testTarget(name: "XMLStreamingTests", dependencies: ["XMLStreaming"]),
         .testTarget(name: "PlatformRenderingTests", dependencies: ["PlatformRendering", "PushDomain"]),
@@ -225,6 +248,18 @@ let package = Package(
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "X509", package: "swift-certificates"),
             .product(name: "Crypto", package: "swift-crypto"),
+        ]),
+        .testTarget(name: "APNsProviderAPITests", dependencies: [
+            "APNsProviderAPI", "APNsGateway", "PushDomain", "CCSEngine", "StoreModel",
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "X509", package: "swift-certificates"),
+            .product(name: "SwiftASN1", package: "swift-asn1"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+            .product(name: "NIOHPACK", package: "swift-nio-http2"),
         ]),
         .testTarget(name: "CCSProtocolTests", dependencies: ["CCSProtocol", "PushDomain"]),
         .testTarget(name: "FaultInjectionTests", dependencies: ["FaultInjection", "CCSProtocol"]),
@@ -264,6 +299,7 @@ let package = Package(
         ]),
         .testTarget(name: "CCSEmulatorTests", dependencies: [
             "CCSEmulator", "ConnectProxy",
+            .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
             .product(name: "X509", package: "swift-certificates"),

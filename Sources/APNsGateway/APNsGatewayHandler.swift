@@ -65,7 +65,7 @@ final class APNsGatewayHandler: ChannelInboundHandler, RemovableChannelHandler {
             // An injected `apns_error` refuses the notification as the real gateway would (docs/conformance.md).
             for action in engine.faults.decide(.apnsNotification, FaultSubject(
                 sender: bundleID, token: n.deviceTokenHex, messageID: String(n.identifier), origin: "apns")) {
-                if case .apnsError(let status) = action { return APNsStatus(rawValue: status) ?? .unknown }
+                if case .apnsError(let status, _) = action { return APNsStatus(rawValue: status) ?? .unknown }
             }
             switch engine.apnsRecipient(deviceToken: n.deviceTokenHex, bundleID: bundleID) {
             case .installed, .uninstalled: return nil

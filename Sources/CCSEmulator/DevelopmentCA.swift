@@ -13,7 +13,10 @@ public struct DevelopmentCA: Sendable {
                                      "fcm.googleapis.com", "gcm-http.googleapis.com", "iid.googleapis.com",
                                      // Proxy mode: the HTTPS hosts an unmodified SDK dials.
                                      "oauth2.googleapis.com", "iamcredentials.googleapis.com",
-                                     "android.googleapis.com"]
+                                     "android.googleapis.com",
+                                     // APNs' HTTP/2 provider API (docs/apns.md).
+                                     "api.push.apple.com", "api.sandbox.push.apple.com",
+                                     "api.development.push.apple.com"]
     public static let serverAddresses: [[UInt8]] = [[127, 0, 0, 1], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]]
 
     /// What a CA made here may issue for (NameConstraints, RFC 5280 §4.2.1.10): trusting it must not
@@ -37,7 +40,7 @@ public struct DevelopmentCA: Sendable {
         guard let pem = try? String(contentsOfFile: caCertPath, encoding: .utf8),
               let ca = try? Certificate(pemEncoded: pem), !Self.isConstrainedAsNow(ca) else { return }
         let directory = (caCertPath as NSString).deletingLastPathComponent
-        logger.warning("the development CA \(caCertPath) was made by an older version and may issue for all of google.com; to replace it with one limited to the names served, stop the emulator, remove \(directory), start again and trust the new ca.pem (docs/hardening.md)")
+        logger.warning("the development CA \(caCertPath) was made by an older version: it may issue for all of google.com, or its names leave out APNs' api.push.apple.com hosts (the HTTP/2 provider API is then reached as localhost only); to replace it with one limited to exactly the names served, stop the emulator, remove \(directory), start again and trust the new ca.pem (docs/hardening.md, docs/apns.md)")
     }
 
     /// Whether `ca` has the constraints a CA made by this version has (one made before may issue for
@@ -96,7 +99,7 @@ public struct DevelopmentCA: Sendable {
                 OrganizationName("ccs-emulator")
                 CommonName("localhost")
             }
-            var names: [GeneralName] = serverNames.map { .dnsName($0) }
+            var names: [GeneralName] = servedNames(under: caCert).map { .dnsName($0) }
             names += serverAddresses.map { .ipAddress(ASN1OctetString(contentBytes: ArraySlice($0))) }
             let cert = try Certificate(
                 version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
@@ -134,7 +137,17 @@ public struct DevelopmentCA: Sendable {
             default: break
             }
         }
-        return Set(serverNames).isSubset(of: dns) && Set(serverAddresses).isSubset(of: ips)
+        return Set(servedNames(under: issuer)).isSubset(of: dns) && Set(serverAddresses).isSubset(of: ips)
+    }
+
+    /// The server names a certificate from `ca` may carry: a CA made by an older version is constrained
+    /// to the names served then, and one name outside its constraints would fail the whole chain, so
+    /// names added since (APNs' hosts) are left out until the CA is made anew (the start warns).
+    static func servedNames(under ca: Certificate) -> [String] {
+        guard let constraints = try? ca.extensions.nameConstraints else { return serverNames }
+        let permitted = constraints.permittedDNSDomains
+        guard !permitted.isEmpty else { return serverNames }
+        return serverNames.filter { name in permitted.contains { name == $0 || name.hasSuffix("." + $0) } }
     }
 
     /// Writes through a temporary file renamed into place. A private key's file is created with mode

@@ -1,4 +1,5 @@
 import APNsGateway
+import APNsProviderAPI
 import CCSEngine
 import CCSProtocol
 import StoreModel
@@ -117,6 +118,8 @@ public struct EmulatorConfiguration: Sendable {
     public var resetState = false
     /// The APNs legacy binary gateway and feedback service (ports, payload limit, TLS 1.0).
     public var apns = APNsServer.Configuration()
+    /// The APNs HTTP/2 provider API (`--apns-http2-port`; docs/apns.md).
+    public var apnsHTTP2 = ProviderServer.Configuration()
 
     public init() {}
 }
@@ -139,6 +142,7 @@ public final class Emulator: Sendable {
     public let proxyPort: Int?
     let ticker: RepeatedTask
     let apns: APNsServer
+    let apnsHTTP2: ProviderServer
     let logger: Logger
     /// Held while this emulator exists; released when it is deallocated (or the process ends).
     let dataDirectoryLock: DataDirectoryLock
@@ -147,11 +151,12 @@ public final class Emulator: Sendable {
 
     private init(engine: Engine, info: EmulatorInfo, group: MultiThreadedEventLoopGroup, channels: [any Channel],
                  http: ServiceGroup, httpTask: Task<Void, any Error>, httpsPort: Int?, proxyPort: Int?,
-                 apns: APNsServer, logger: Logger, dataDirectoryLock: DataDirectoryLock, exportOnExitDirectory: String?,
+                 apns: APNsServer, apnsHTTP2: ProviderServer, logger: Logger, dataDirectoryLock: DataDirectoryLock, exportOnExitDirectory: String?,
                  webPush: WebPushDelivery?) {
         self.webPush = webPush
         self.exportOnExitDirectory = exportOnExitDirectory
         self.apns = apns
+        self.apnsHTTP2 = apnsHTTP2
         self.dataDirectoryLock = dataDirectoryLock
         self.httpsPort = httpsPort
         self.proxyPort = proxyPort
@@ -364,6 +369,10 @@ public final class Emulator: Sendable {
                                     host: config.bindHost)
             }
             channels.append(apns.feedback)
+            let apnsHTTP2 = try await bindProviderAPI(config: config, group: group, certificatePath: certPath, keyPath: keyPath,
+                                                      caPath: developmentCA.caCertPath, dataDir: dataDir, engine: engine,
+                                                      logger: logger)
+            channels.append(apnsHTTP2.channel)
 
             var emulatorInfo = EmulatorInfo(ccsPort: ccs.localAddress?.port ?? 0,
                                             devicePort: device.localAddress?.port ?? 0, httpPort: 0,
@@ -371,6 +380,7 @@ public final class Emulator: Sendable {
             emulatorInfo.apnsPort = apns.gatewayPort
             emulatorInfo.ccsPreprodPort = preprod?.localAddress?.port
             emulatorInfo.apnsFeedbackPort = apns.feedbackPort
+            emulatorInfo.apnsHTTP2Port = apnsHTTP2.port
             var webPush: WebPushDelivery?
             if config.webPush {
                 try FileManager.default.createDirectory(atPath: dataDir + "/tls", withIntermediateDirectories: true)
@@ -393,6 +403,7 @@ public final class Emulator: Sendable {
                  "http_deadline_closes": HTTPRequestDeadlines.closed.load(ordering: .relaxed)]
             }, metricsText: { prometheus.scrape(engine: engine) }).addRoutes(to: router)
             Dashboard.addRoutes(to: router)
+            APNsKeyRoutes.add(to: router, dataDirectory: dataDir)
             // The FCM HTTP APIs (legacy send, OAuth2, v1) on the same port and the same engine.
             try FCMHTTPAPI(engine: engine, credentialsDirectory: dataDir + "/credentials",
                            projectSenders: projectSenders).addRoutes(to: router)
@@ -471,7 +482,8 @@ public final class Emulator: Sendable {
                         group: group, host: config.bindHost, port: requested,
                         routes: try ProxyRoutes.routes(bindHost: config.bindHost, httpsPort: tlsPort,
                                                        ccsPort: ccs.localAddress?.port ?? 0,
-                                                       ccsPreprodPort: preprod?.localAddress?.port),
+                                                       ccsPreprodPort: preprod?.localAddress?.port,
+                                                       apnsHTTP2Port: apnsHTTP2.port),
                         logger: logger)
                 } catch {
                     await http.triggerGracefulShutdown()
@@ -485,7 +497,7 @@ public final class Emulator: Sendable {
             webPush?.start()
             return Emulator(engine: engine, info: info, group: group, channels: channels, http: http,
                             httpTask: httpTask, httpsPort: config.httpsPort == nil ? nil : tlsPort,
-                            proxyPort: proxyPort, apns: apns, logger: logger, dataDirectoryLock: lock,
+                            proxyPort: proxyPort, apns: apns, apnsHTTP2: apnsHTTP2, logger: logger, dataDirectoryLock: lock,
                             exportOnExitDirectory: config.exportOnExitDirectory, webPush: webPush)
         } catch {
             for c in channels { try? await c.close() }
@@ -547,6 +559,7 @@ public final class Emulator: Sendable {
         if let proxyPort { w.add("proxy_port", proxyPort) }
         w.add("apns_port", info.apnsPort)
         w.add("apns_feedback_port", info.apnsFeedbackPort)
+        w.add("apns_http2_port", info.apnsHTTP2Port)
         if let port = (engine.cluster as? PostgresCluster)?.linkPort { w.add("cluster_port", port) }
         w.add("ca_cert", info.caCertPath)
         w.add("data_dir", info.dataDir)
@@ -560,6 +573,7 @@ public final class Emulator: Sendable {
         // APNs first: each gateway connection learns the last identifier taken (status 10) while the
         // engine still takes what came before it.
         await apns.shutdown()
+        await apnsHTTP2.shutdown()
         engine.drainAll()
         let deadline = ContinuousClock.now.advanced(by: maxWait)
         while ContinuousClock.now < deadline, engine.connections().contains(where: { $0.pending > 0 }) {

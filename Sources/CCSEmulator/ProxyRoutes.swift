@@ -11,8 +11,12 @@ enum ProxyRoutes {
     static let ccs = ConnectDestination(host: "fcm-xmpp.googleapis.com", port: 5235)
     static let ccsPreprod = ConnectDestination(host: "fcm-xmpp.googleapis.com", port: 5236)
 
+    /// APNs' HTTP/2 provider API: each host on Apple's ports 443 and 2197 reaches `--apns-http2-port`.
+    static let apnsHosts = ["api.push.apple.com", "api.sandbox.push.apple.com", "api.development.push.apple.com"]
+    static let apnsPorts = [443, 2197]
+
     static func routes(bindHost: String, httpsPort: Int, ccsPort: Int,
-                       ccsPreprodPort: Int? = nil) throws -> [ConnectDestination: SocketAddress] {
+                       ccsPreprodPort: Int? = nil, apnsHTTP2Port: Int? = nil) throws -> [ConnectDestination: SocketAddress] {
         // A listener bound to every address is reached on loopback.
         let host = switch bindHost {
         case "0.0.0.0", "": "127.0.0.1"
@@ -24,6 +28,10 @@ enum ProxyRoutes {
         var routes: [ConnectDestination: SocketAddress] = [:]
         for name in httpsHosts { routes[ConnectDestination(host: name, port: 443)] = https }
         routes[Self.ccs] = ccs
+        if let apnsHTTP2Port {
+            let apns = try SocketAddress.makeAddressResolvingHost(host, port: apnsHTTP2Port)
+            for name in apnsHosts { for port in apnsPorts { routes[ConnectDestination(host: name, port: port)] = apns } }
+        }
         routes[Self.ccsPreprod] = try ccsPreprodPort.map { try SocketAddress.makeAddressResolvingHost(host, port: $0) } ?? ccs
         return routes
     }

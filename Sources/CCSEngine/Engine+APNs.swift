@@ -63,12 +63,19 @@ extension Engine {
                                   deviceMessageID: String, now: Int64) -> QueuedMessage {
         // Written key by key in sorted order: the same bytes `JSONValue.encoded()` gives for these
         // objects, without building two dictionaries per notification.
+        // The HTTP/2 provider API's headers (apns-id, push type, topic, collapse id) when it sent them.
+        let headers = m.apns?["headers"]
         var apns = JSONObjectWriter(capacity: 160)
+        if let id = headers?["apns-id"]?.stringValue { apns.add("apns_id", id) }
         apns.add("bundle_id", bundleID)
+        if let c = headers?["apns-collapse-id"]?.stringValue { apns.add("collapse_id", c) }
         apns.add("device_token", deviceToken)
-        if let e = m.apns?["headers"]?["apns-expiration"]?.stringValue, let expiry = Int64(e) { apns.add("expiration", expiry) }
+        if let e = headers?["apns-expiration"]?.stringValue, let expiry = Int64(e) { apns.add("expiration", expiry) }
         apns.add("identifier", Int64(UInt32(m.messageID) ?? 0))
-        apns.add("priority", m.effectivePriority == .high ? 10 : 5)
+        let priority = headers?["apns-priority"]?.stringValue.flatMap { Int64($0) } ?? (m.effectivePriority == .high ? 10 : 5)
+        apns.add("priority", priority)
+        if let t = headers?["apns-push-type"]?.stringValue { apns.add("push_type", t) }
+        if let t = headers?["apns-topic"]?.stringValue { apns.add("topic", t) }
         var fields = JSONObjectWriter(capacity: 512)
         fields.add("apns", rawJSON: apns.finished())
         fields.add("from", "apns")

@@ -90,6 +90,7 @@ public final class ConformanceRunner: Sendable {
         config.httpPort = options.httpPort
         config.apns.gatewayPort = 0
         config.apns.feedbackPort = 0
+        config.apnsHTTP2.port = 0
         config.clock = scenario.clock == .virtual ? .virtual : .wall
         // HTTP app servers may reach Google's hosts through proxy mode instead of FCM_HTTP_URL.
         if scenario.appServer == .http { config.proxyPort = 0 }

@@ -2,7 +2,7 @@ import Logging
 import NIOCore
 import NIOPosix
 
-/// Proxy mode (`--proxy-port`): an HTTP CONNECT listener that tunnels only to the Google hosts
+/// Proxy mode (`--proxy-port`): an HTTP CONNECT listener that tunnels only to the Google and APNs hosts
 /// the emulator plays, each to the emulator's own listener for it (docs/http-api.md#proxy-mode).
 /// The emulator's listener terminates TLS with a development-CA certificate for that host name,
 /// so a client that trusts the CA and sets `HTTPS_PROXY` reaches the emulator unchanged.

@@ -16,7 +16,7 @@ extension FaultRule {
     public init(json: JSONValue, defaultID: String) throws(FaultRuleError) {
         guard let o = json.objectValue else { throw FaultRuleError(field: "rule", reason: "must be a JSON object") }
         let known: Set<String> = ["id", "action", "code", "description", "delay_ms", "status", "retry_after",
-                                  "apns_status", "sender", "token", "topic", "message_id", "after", "times",
+                                  "apns_status", "apns_reason", "sender", "token", "topic", "message_id", "after", "times",
                                   "probability", "seed", "point"]
         if let unknown = o.keys.sorted().first(where: { !known.contains($0) }) {
             throw FaultRuleError(field: unknown, reason: "unknown field")
@@ -63,7 +63,12 @@ extension FaultRule {
             action = .httpError(status: Int(try int("status", 400...599) ?? 503),
                                 retryAfterSeconds: (try int("retry_after", 0...86_400)).map { Int($0) })
         case "apns_error":
-            action = .apnsError(status: UInt8(try int("apns_status", 1...255) ?? 10))
+            let reason = try string("apns_reason", max: 64)
+            // Apple's reasons are words of letters (docs/apns.md lists them); the provider API checks the word.
+            if let reason, reason.isEmpty || !reason.utf8.allSatisfy({ (65...90).contains($0) || (97...122).contains($0) }) {
+                throw FaultRuleError(field: "apns_reason", reason: "must be one of APNs' reasons, such as TooManyRequests")
+            }
+            action = .apnsError(status: UInt8(try int("apns_status", 1...255) ?? 10), reason: reason)
         case "lose_device_ack": action = .loseDeviceAck
         case "delay_device_ack":
             action = .delayDeviceAck(millis: Int(try int("delay_ms", 0...600_000) ?? 1000))
@@ -104,7 +109,9 @@ extension FaultRule {
         case .httpError(let status, let retryAfter):
             o["status"] = .int(Int64(status))
             if let retryAfter { o["retry_after"] = .int(Int64(retryAfter)) }
-        case .apnsError(let status): o["apns_status"] = .int(Int64(status))
+        case .apnsError(let status, let reason):
+            o["apns_status"] = .int(Int64(status))
+            if let reason { o["apns_reason"] = .string(reason) }
         case .dropAck, .closeConnection, .drain, .loseDeviceAck, .uninstall: break
         }
         if let s = scope.sender { o["sender"] = .string(s) }

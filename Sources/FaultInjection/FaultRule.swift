@@ -29,8 +29,10 @@ public enum FaultAction: Sendable, Equatable {
     case drain
     /// HTTP: answer with this status (and `Retry-After` when given) instead of sending.
     case httpError(status: Int, retryAfterSeconds: Int?)
-    /// APNs: refuse the notification with this error-response status, then close (Apple's way).
-    case apnsError(status: UInt8)
+    /// APNs: refuse the notification. The binary gateway answers this error-response status, then
+    /// closes (Apple's way); the HTTP/2 provider API answers `reason` (one of Apple's, e.g.
+    /// `TooManyRequests`) with its status, or the reason matching the status when none is given.
+    case apnsError(status: UInt8, reason: String?)
     /// Device: the device's ACK is lost; the message stays in flight and is handed over again when
     /// the device reconnects.
     case loseDeviceAck

@@ -16,6 +16,8 @@ public struct EmulatorInfo: Sendable {
     /// The APNs gateway and feedback ports (0: not known).
     public var apnsPort = 0
     public var apnsFeedbackPort = 0
+    /// The APNs HTTP/2 provider API.
+    public var apnsHTTP2Port = 0
     /// The second CCS port (`--ccs-preprod-port`); nil: not served.
     public var ccsPreprodPort: Int?
     /// With `--web-push on`: the VAPID public key the emulator signs Web Push requests with (base64url).
@@ -188,6 +190,7 @@ public struct AdminAPI: Sendable {
             "ccs_preprod_port": i.ccsPreprodPort.map { .int(Int64($0)) } ?? .null,
             "http_port": .int(Int64(i.httpPort)), "ca_cert": .string(i.caCertPath),
             "apns_port": .int(Int64(i.apnsPort)), "apns_feedback_port": .int(Int64(i.apnsFeedbackPort)),
+            "apns_http2_port": .int(Int64(i.apnsHTTP2Port)),
             "data_dir": .string(i.dataDir), "auth": .string(engine.configuration.authMode.rawValue),
             "devices": .int(Int64(engine.deviceCount)),
             "device_message_rate": engine.configuration.deviceMessageRate.map { .string($0.description) } ?? .null,

@@ -186,7 +186,10 @@ public enum SendAPI: String, Sendable, CaseIterable {
     case ccs
     case legacy
     case v1
+    /// APNs' legacy binary gateway.
     case apns
+    /// APNs' HTTP/2 provider API.
+    case apnsHTTP2 = "apns_http2"
     /// The emulator itself: its load generator and other in-process senders.
     case emulator
     /// Web Push (RFC 8030): an application server posting to a subscription's endpoint.

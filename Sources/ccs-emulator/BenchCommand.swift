@@ -26,7 +26,8 @@ struct Bench: AsyncParsableCommand {
             empties its store and keeps its CA; an --embedded run's store is deleted after the run.
             """,
         subcommands: [BenchDownstream.self, BenchUpstream.self, BenchConnections.self, BenchXMPPChat.self,
-                      BenchHTTPV1.self, BenchHTTPLegacy.self, BenchTopic.self, BenchAPNs.self, BenchWebPush.self])
+                      BenchHTTPV1.self, BenchHTTPLegacy.self, BenchTopic.self, BenchAPNs.self, BenchWebPush.self,
+                      BenchAPNsHTTP2.self])
 }
 
 /// Options of every scenario that sends messages (downstream, upstream, xmpp-chat).
@@ -217,6 +218,7 @@ struct EmbeddedBenchServer {
         c.httpPort = 0
         c.apns.gatewayPort = 0
         c.apns.feedbackPort = 0
+        c.apnsHTTP2.port = 0
         configure(&c)
         // Critical only: the emulator's own shutdown noise would interleave with the result.
         let emulator = try await Emulator.start(c, logger: makeLogger("ccs-emulator", level: .critical))

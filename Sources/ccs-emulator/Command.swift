@@ -19,7 +19,7 @@ struct CCSEmulatorCommand: AsyncParsableCommand {
             HTTP on port 8080 under /emulator/v1/. See README.md and docs/.
             """,
         version: ccsEmulatorVersion,
-        subcommands: [Serve.self, Device.self, Send.self, Credentials.self, APNsCert.self, Bench.self, Conformance.self,
+        subcommands: [Serve.self, Device.self, Send.self, Credentials.self, APNsCert.self, APNsKeyCommand.self, Bench.self, Conformance.self,
                       Export.self],
         defaultSubcommand: Serve.self)
 }
@@ -69,10 +69,11 @@ struct Serve: AsyncParsableCommand {
         discussion: """
             When every listener is up, prints one JSON line {"event":"ready","ccs_port":…,"device_port":…,\
             "http_port":…,"ca_cert":…,"data_dir":…} on stdout (and writes it to --ready-file), with \
-            "https_port" and "proxy_port" when those are served, "cluster_port" with --store, and "apns_port" and "apns_feedback_port" \
-            (the APNs legacy binary gateway and feedback service, docs/apns.md). Without \
-            --tls-cert a development CA and a server certificate for localhost, 127.0.0.1, ::1 and the CCS and FCM \
-            host names are created in DATA_DIR/tls and kept; trust DATA_DIR/tls/ca.pem in your client. SIGTERM or \
+            "https_port" and "proxy_port" when those are served, "cluster_port" with --store, "apns_port" and "apns_feedback_port" \
+            (the APNs legacy binary gateway and feedback service) and "apns_http2_port" (the APNs HTTP/2 \
+            provider API, docs/apns.md). Without \
+            --tls-cert a development CA and a server certificate for localhost, 127.0.0.1, ::1 and the CCS, FCM \
+            and APNs host names are created in DATA_DIR/tls and kept; trust DATA_DIR/tls/ca.pem in your client. SIGTERM or \
             SIGINT: CONNECTION_DRAINING to every app server, then a clean exit. One server per data dir: \
             a second one started on the same DATA_DIR refuses to start (DATA_DIR/lock).
             """)
@@ -97,12 +98,14 @@ struct Serve: AsyncParsableCommand {
     var httpPort = 8080
     @Option(help: "Also serve the HTTP routes over TLS (development-CA certificate) on this port, in HTTP/2 when the client offers h2 (ALPN), else HTTP/1.1. 0 picks a free port. Default: not served.")
     var httpsPort: Int?
-    @Option(help: "Proxy mode: an HTTP CONNECT proxy (HTTPS_PROXY=http://HOST:PORT) that tunnels only to the Google hosts the emulator plays. 0 picks a free port. Default: off.")
+    @Option(help: "Proxy mode: an HTTP CONNECT proxy (HTTPS_PROXY=http://HOST:PORT) that tunnels only to the Google and Apple (APNs HTTP/2) hosts the emulator plays. 0 picks a free port. Default: off.")
     var proxyPort: Int?
     @Option(help: "APNs legacy binary gateway port (TLS, provider certificate from `ccs-emulator apns-cert`). 0 picks a free port.")
     var apnsPort = 2195
     @Option(help: "APNs feedback service port (TLS, the same provider certificates). 0 picks a free port.")
     var apnsFeedbackPort = 2196
+    @Option(help: "APNs HTTP/2 provider API port (TLS with ALPN h2; provider tokens from `ccs-emulator apns-key` or certificates from `ccs-emulator apns-cert`). 0 picks a free port.")
+    var apnsHttp2Port = 2197
     @Option(help: "Largest APNs payload in bytes: 2048 (iOS 8 on), or 256 as the gateway started.")
     var apnsPayloadLimit = 2048
     @Flag(help: "Also accept TLS 1.0 and 1.1 on the APNs ports, for very old provider libraries (default: TLS 1.2 only).")
@@ -186,7 +189,8 @@ struct Serve: AsyncParsableCommand {
         for (name, port) in [("--ccs-port", ccsPort), ("--device-port", devicePort), ("--http-port", httpPort),
                              ("--https-port", httpsPort ?? 0), ("--proxy-port", proxyPort ?? 0),
                              ("--ccs-preprod-port", ccsPreprodPort ?? 0),
-                             ("--apns-port", apnsPort), ("--apns-feedback-port", apnsFeedbackPort)]
+                             ("--apns-port", apnsPort), ("--apns-feedback-port", apnsFeedbackPort),
+                             ("--apns-http2-port", apnsHttp2Port)]
         where !(0...65535).contains(port) {
             throw ValidationError("\(name) must be 0...65535")
         }
@@ -263,6 +267,7 @@ struct Serve: AsyncParsableCommand {
         c.apns.feedbackPort = apnsFeedbackPort
         c.apns.payloadLimit = apnsPayloadLimit
         c.apns.allowTLS1 = apnsAllowTls1
+        c.apnsHTTP2.port = apnsHttp2Port
         c.authMode = auth
         c.configFile = config
         c.tlsCertificatePath = tlsCert

@@ -1,4 +1,5 @@
 import CCSEmulator
+import Crypto
 import Foundation
 import SwiftASN1
 import Testing
@@ -52,6 +53,38 @@ import X509
         let sans = try #require(try Self.certificate(again.serverCertPath).extensions.subjectAlternativeNames)
         let dns = sans.compactMap { if case .dnsName(let n) = $0 { return n } else { return nil } }
         #expect(Set(DevelopmentCA.serverNames).isSubset(of: Set(dns)))
+    }
+
+    /// A CA made before APNs' hosts were served is constrained to the Google names: a server
+    /// certificate naming api.push.apple.com would fail its whole chain, so those names are left out.
+    @Test func aCAConstrainedBeforeTheAPNsHostsIssuesOnlyTheNamesItPermits() throws {
+        let dir = try Self.directory()
+        let key = P256.Signing.PrivateKey()
+        let name = try DistinguishedName { CommonName("older ccs-emulator development CA") }
+        let older = DevelopmentCA.serverNames.filter { !$0.hasSuffix("apple.com") }
+        let now = Date()
+        let ca = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
+            notValidBefore: now.addingTimeInterval(-3600), notValidAfter: now.addingTimeInterval(86400),
+            issuer: name, subject: name, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                Critical(NameConstraints(permittedDNSDomains: older))
+            },
+            issuerPrivateKey: .init(key))
+        try (ca.serializeAsPEM().pemString + "\n").write(toFile: dir + "/ca.pem", atomically: true, encoding: .utf8)
+        try (key.pemRepresentation + "\n").write(toFile: dir + "/ca-key.pem", atomically: true, encoding: .utf8)
+        let made = try DevelopmentCA.ensure(in: dir)
+        #expect(!DevelopmentCA.isConstrainedAsNow(ca))
+        let sans = try #require(try Self.certificate(made.serverCertPath).extensions.subjectAlternativeNames)
+        var dns: Set<String> = []
+        for case .dnsName(let n) in sans { dns.insert(n) }
+        #expect(dns == Set(older))
+        #expect(!dns.contains("api.push.apple.com"))
+        // Kept at the next start: it covers every name this CA may vouch for.
+        let again = try DevelopmentCA.ensure(in: dir)
+        #expect(try Self.certificate(again.serverCertPath) == Self.certificate(made.serverCertPath))
     }
 
     @Test func aCurrentServerCertificateIsKept() throws {

@@ -16,6 +16,7 @@ import Testing
             #"{"action":"drain","after":2}"#,
             #"{"action":"http_error","status":503,"retry_after":10,"topic":"/topics/news"}"#,
             #"{"action":"apns_error","apns_status":8}"#,
+            #"{"action":"apns_error","apns_reason":"TooManyRequests","token":"ab"}"#,
             #"{"action":"lose_device_ack","token":"t1"}"#,
             #"{"action":"delay_device_ack","delay_ms":0}"#,
             #"{"action":"uninstall","probability":0.5,"seed":42}"#,
@@ -26,6 +27,7 @@ import Testing
             #expect(again == parsed, "\(text)")
         }
         #expect(try rule(texts[5]).scope.topic == "news")
+        #expect(try rule(texts[7]).action == .apnsError(status: 10, reason: "TooManyRequests"))
     }
 
     @Test(arguments: [
@@ -38,6 +40,8 @@ import Testing
         (#"{"action":"http_error","status":200}"#, "status"),
         (#"{"action":"http_error","retry_after":"soon"}"#, "retry_after"),
         (#"{"action":"apns_error","apns_status":256}"#, "apns_status"),
+        (#"{"action":"apns_error","apns_reason":"Too many"}"#, "apns_reason"),
+        (#"{"action":"apns_error","apns_reason":""}"#, "apns_reason"),
         (#"{"action":"drop_ack","probability":0}"#, "probability"),
         (#"{"action":"drop_ack","probability":1.5}"#, "probability"),
         (#"{"action":"drop_ack","times":0}"#, "times"),

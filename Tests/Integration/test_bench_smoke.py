@@ -141,3 +141,10 @@ def test_web_push_embedded_counts_exactly():
     r = bench("web-push", "--embedded", "--messages", "200", "--devices", "5", "--connections", "2")
     assert r["scenario"] == "web-push"
     assert_exact(r, 200)
+
+
+def test_apns_http2_counts_exactly():
+    r = bench("apns-http2", "--notifications", "300", "--devices", "5", "--connections", "2")
+    assert r["scenario"] == "apns-http2" and r["connections"] == 2 and r["devices"] == 5
+    assert (r["accepted"], r["refused"], r["delivered"]) == (300, 0, 300), r
+    assert r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] <= r["latency_ms"]["max"], r

@@ -35,7 +35,8 @@ def test_second_server_on_the_same_data_dir_is_refused(start_server, tmp_path):
 
 # -- ports in use -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("option", ["--ccs-port", "--device-port", "--http-port", "--apns-port", "--apns-feedback-port"])
+@pytest.mark.parametrize("option", ["--ccs-port", "--device-port", "--http-port", "--apns-port", "--apns-feedback-port",
+                                    "--apns-http2-port"])
 def test_port_in_use_names_the_option_and_the_port(tmp_path, option):
     with busy_port() as port:
         status, stderr = serve_must_fail(tmp_path / "data", option, str(port))

@@ -16,7 +16,7 @@ TARGETS = sorted(p.name for p in (ROOT / "Fixtures" / "fuzz").iterdir() if p.is_
 
 
 def test_every_target_has_a_corpus():
-    assert TARGETS == ["apns-frames", "http-bodies", "json", "stanza", "topic-condition", "xml-stream"]
+    assert TARGETS == ["apns-frames", "apns-http2", "http-bodies", "json", "stanza", "topic-condition", "xml-stream"]
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -108,6 +108,6 @@ def test_a_wide_bind_without_an_admin_token_is_refused(tmp_path):
     # Refused before anything is bound: this test opens no socket beyond loopback.
     proc = subprocess.run([emulator_bin(), "serve", "--data-dir", str(tmp_path / "d"), "--bind", "0.0.0.0",
                            "--ccs-port", "0", "--device-port", "0", "--http-port", "0", "--apns-port", "0",
-                           "--apns-feedback-port", "0"], capture_output=True, timeout=60)
+                           "--apns-feedback-port", "0", "--apns-http2-port", "0"], capture_output=True, timeout=60)
     assert proc.returncode == 1
     assert "--admin-token" in proc.stderr.decode(), proc.stderr.decode()

@@ -126,6 +126,35 @@ def same_shape(actual: dict, documented: dict) -> None:
 
 # -- the tests ---------------------------------------------------------------------------------------
 
+def test_quick_start_apns_http2_token_auth(readme_server, workdir):
+    """Step 6 as written: apns-key, the iOS device, and apns.py (the port and binary path replaced)."""
+    srv = readme_server
+    binary = emulator_bin()
+    lines = block("ccs-emulator apns-key --team-id").strip().splitlines()
+    key_command = substitute(lines[0], ".build/release/ccs-emulator", binary)
+    proc = subprocess.run(shlex.split(key_command) + ["--data-dir", str(srv.data_dir)], cwd=workdir,
+                          capture_output=True, timeout=RUN_TIMEOUT)
+    assert proc.returncode == 0, proc
+    command = substitute(substitute(lines[1], ".build/release/ccs-emulator", binary), "http://127.0.0.1:8080",
+                         srv.http_base)
+    device = Lines(shlex.split(command), cwd=workdir)
+    registered = device.next_event("registered")
+    same_shape(registered, json.loads(lines[2]))
+    assert json.loads(device.next()) == {"event": "connected"}
+    script = block("# apns.py — run as: python apns.py APNS_TOKEN", info="python")
+    script = substitute(script, "https://localhost:2197", f"https://localhost:{srv.ready['apns_http2_port']}")
+    script = substitute(script, ".ccs-emulator/tls/ca.pem", srv.ready["ca_cert"])
+    (workdir / "apns.py").write_text(script)
+    proc = subprocess.run([sys.executable, "apns.py", registered["apns_token"]], cwd=workdir, capture_output=True,
+                          timeout=RUN_TIMEOUT)
+    assert proc.returncode == 0, proc
+    version, status, apns_id = proc.stdout.decode().split()[:3]
+    assert (version, status) == ("HTTP/2", "200"), proc.stdout
+    event = device.next_event("apns")
+    assert event["alert"] == "Hello" and event["apns"]["apns_id"] == apns_id and event["presentation"] == "alert"
+    device.end_stdin()
+
+
 def test_quick_start_snippets(readme_server, workdir):
     srv = readme_server
     binary = emulator_bin()
@@ -135,7 +164,7 @@ def test_quick_start_snippets(readme_server, workdir):
     assert srv.ready.keys() == ready.keys(), (srv.ready, ready)
 
     # Step 2: the device CLI, its first line run as written (binary path and HTTP port replaced).
-    device_block = block("ccs-emulator device --emulator").strip().splitlines()
+    device_block = block("ccs-emulator device --emulator http://127.0.0.1:8080 --app com.example.app --sender").strip().splitlines()
     command = substitute(device_block[0], ".build/release/ccs-emulator", binary)
     command = substitute(command, "http://127.0.0.1:8080", srv.http_base)
     device = Lines(shlex.split(command), cwd=workdir)

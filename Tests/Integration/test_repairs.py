@@ -160,7 +160,7 @@ def test_out_of_range_numbers_on_the_command_line_are_refused_not_a_crash(tmp_pa
     import subprocess
     from ccs_support import emulator_bin
     p = subprocess.run([emulator_bin(), "serve", "--data-dir", str(tmp_path / "d"), "--ccs-port", "0",
-                        "--device-port", "0", "--http-port", "0", "--apns-port", "0", "--apns-feedback-port", "0",
+                        "--device-port", "0", "--http-port", "0", "--apns-port", "0", "--apns-feedback-port", "0", "--apns-http2-port", "0",
                         option, value],
                        capture_output=True, timeout=60)
     err = p.stderr.decode("utf-8", "replace")

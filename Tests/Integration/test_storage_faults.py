@@ -54,7 +54,7 @@ def test_a_corrupt_database_refuses_to_start_with_a_clear_message(tmp_path):
     data.mkdir()
     (data / "ccs-emulator.sqlite").write_bytes(b"SQLite format 3\x00" + b"garbage" * 1000)
     proc = subprocess.run([emulator_bin(), "serve", "--data-dir", str(data), "--ccs-port", "0", "--device-port", "0",
-                           "--http-port", "0", "--apns-port", "0", "--apns-feedback-port", "0"],
+                           "--http-port", "0", "--apns-port", "0", "--apns-feedback-port", "0", "--apns-http2-port", "0"],
                           capture_output=True, timeout=60)
     assert proc.returncode == 1, proc
     err = proc.stderr.decode()

@@ -46,7 +46,7 @@ def serve_must_fail(data_dir: Path, *args: str, timeout: float = RUN_TIMEOUT) ->
     ready = data_dir.parent / f"{data_dir.name}.must-fail.ready.json"
     ready.unlink(missing_ok=True)
     ports = {"--ccs-port": "0", "--device-port": "0", "--http-port": "0", "--apns-port": "0",
-             "--apns-feedback-port": "0"}
+             "--apns-feedback-port": "0", "--apns-http2-port": "0"}
     for i, a in enumerate(args):
         if a in ports:
             ports[a] = args[i + 1]

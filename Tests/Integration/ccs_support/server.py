@@ -128,7 +128,7 @@ class EmulatorServer:
             "--data-dir", str(self.data_dir),
             "--bind", "127.0.0.1",
             "--ccs-port", "0", "--device-port", "0", "--http-port", "0",
-            "--apns-port", "0", "--apns-feedback-port", "0",
+            "--apns-port", "0", "--apns-feedback-port", "0", "--apns-http2-port", "0",
             "--ready-file", str(ready_file),
         ]
         if self.auth:

@@ -1,0 +1,124 @@
+import APNsProviderAPI
+import ArgumentParser
+import CCSEmulator
+import CCSEngine
+import Foundation
+import LoadGenerator
+import NIOPosix
+
+/// `bench apns-http2`: providers with token auth streaming requests through the real HTTP/2 provider
+/// API (TLS, ALPN h2, an embedded emulator as shipped) to online iOS devices (in-process links that
+/// confirm each notification, as `bench apns` does).
+struct BenchAPNsHTTP2: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apns-http2",
+        abstract: "APNs HTTP/2 providers (token auth) → online iOS devices (embedded emulator, in process).",
+        discussion: """
+            Starts an emulator in this process (port 0, a temporary data dir, durable SQLite as shipped), makes a \
+            signing key, registers --devices iOS devices for APNs and connects them through in-process device \
+            links, then opens --connections HTTP/2 connections that send --notifications requests in total with \
+            one provider token each (up to 100 streams in flight per connection once the token verified; \
+            or --rate per second in total). Prints answered 200 and delivered per second and the request → \
+            device latency (p50/p99/max). See docs/benchmarks.md.
+            """)
+
+    @Option(help: "HTTP/2 provider connections.")
+    var connections = 4
+    @Option(help: "Online iOS devices the notifications cycle through.")
+    var devices = 100
+    @Option(help: "Notifications in total.")
+    var notifications = 200_000
+    @Option(help: "Notifications per second in total (open loop); default: as fast as the streams allow.")
+    var rate: Double?
+    @Option(help: "Event-loop threads of the generator's connections.")
+    var threads = 1
+    @Flag(help: "Print one JSON object instead of text.")
+    var json = false
+
+    func validate() throws {
+        guard (1...1000).contains(connections) else { throw ValidationError("--connections must be 1 … 1000") }
+        guard (1...100_000).contains(devices) else { throw ValidationError("--devices must be 1 … 100000") }
+        guard (1...100_000_000).contains(notifications) else { throw ValidationError("--notifications must be 1 … 100000000") }
+        if let rate, !(rate.isFinite && rate > 0 && rate <= 10_000_000) { throw ValidationError("--rate must be 0 … 10000000") }
+        guard (1...64).contains(threads) else { throw ValidationError("--threads must be 1 … 64") }
+    }
+
+    func run() async throws {
+        let server = try await EmbeddedBenchServer.start { _ in }
+        let engine = server.emulator.engine
+        let bundle = "com.example.bench"
+        let issued = try ProviderKeyIssuer.issue(teamID: "BENCHTEAM1", keyID: "BENCHKEY01", topics: [bundle],
+                                                 environment: .both, dataDirectory: server.directory)
+        var tokens: [String] = []
+        var links: [ConfirmingLink] = []
+        for _ in 0..<devices {
+            let device = try await engine.registerDevice(app: bundle, senders: [], platform: .ios, apns: .generate)
+            let link = ConfirmingLink(engine: engine, token: device.token)
+            engine.deviceConnected(token: device.token, link: link)
+            links.append(link)
+            tokens.append(device.apnsToken!)
+        }
+        await engine.sync()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        let start = ContinuousClock.now
+        var providers: [APNsHTTP2Provider] = []
+        for i in 0..<connections {
+            // One token per connection, as Apple asks (a new one at most every 20 minutes).
+            let jwt = try APNsHTTP2Provider.providerToken(p8PEM: issued.p8PEM, keyID: "BENCHKEY01", teamID: "BENCHTEAM1",
+                                                          issuedAt: engine.clock.nowMillis() / 1000)
+            let count = notifications / connections + (i < notifications % connections ? 1 : 0)
+            let plan = APNsHTTP2Provider.Plan(tokens: tokens, topic: bundle, authorization: "bearer " + jwt, count: count,
+                                              rate: rate.map { $0 / Double(connections) })
+            providers.append(try await APNsHTTP2Provider.connect(host: "127.0.0.1", port: server.emulator.info.apnsHTTP2Port,
+                                                                 plan: plan, group: group))
+        }
+        for p in providers { try await p.finished() }
+        let accepted = providers.reduce(0) { $0 + $1.progress.accepted.load(ordering: .relaxed) }
+        let refused = providers.reduce(0) { $0 + $1.progress.refused.load(ordering: .relaxed) }
+        try await waitForDeliveries(links, expected: accepted)
+        let elapsed = ContinuousClock.now - start
+        for p in providers { await p.close() }
+        try? await group.shutdownGracefully()
+        await server.stop()
+        report(links: links, accepted: accepted, refused: refused, seconds: BenchTopic.seconds(elapsed))
+    }
+
+    /// Every accepted notification reaches a device: waits for the last one (or 30 s without progress).
+    private func waitForDeliveries(_ links: [ConfirmingLink], expected: Int) async throws {
+        var lastCount = -1, stalledSince = ContinuousClock.now
+        while true {
+            let delivered = links.reduce(0) { $0 + $1.received.load(ordering: .relaxed) }
+            if delivered >= expected { return }
+            if delivered != lastCount { lastCount = delivered; stalledSince = .now }
+            if ContinuousClock.now - stalledSince > .seconds(30) { return }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+    }
+
+    private func report(links: [ConfirmingLink], accepted: Int, refused: Int, seconds: Double) {
+        let delivered = links.reduce(0) { $0 + $1.received.load(ordering: .relaxed) }
+        var latencies = links.flatMap { $0.latencies.withLock { $0 } }
+        latencies.sort()
+        func percentile(_ p: Double) -> Double {
+            latencies.isEmpty ? 0 : Double(latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]) / 1e6
+        }
+        let figures: [String: Any] = [
+            "scenario": "apns-http2", "connections": connections, "devices": devices, "notifications": notifications,
+            "rate": rate as Any, "accepted": accepted, "refused": refused, "delivered": delivered, "seconds": seconds,
+            "accepted_per_second": Double(accepted) / max(seconds, 1e-9),
+            "delivered_per_second": Double(delivered) / max(seconds, 1e-9),
+            "latency_ms": ["p50": percentile(0.5), "p99": percentile(0.99), "max": percentile(1.0)],
+        ]
+        if json, let data = try? JSONSerialization.data(withJSONObject: figures.filter { !($0.value is NSNull) },
+                                                         options: [.sortedKeys]) {
+            print(String(decoding: data, as: UTF8.self))
+            return
+        }
+        print("apns-http2: \(connections) token-auth connections → \(devices) online iOS devices, \(notifications) notifications"
+              + (rate.map { ", \(Int($0))/s" } ?? ", as fast as the streams allow"))
+        print(String(format: "  answered 200  %d  (%.0f/s), refused %d", accepted, Double(accepted) / max(seconds, 1e-9), refused))
+        print(String(format: "  delivered     %d  (%.0f/s)", delivered, Double(delivered) / max(seconds, 1e-9)))
+        print(String(format: "  request → device  p50 %.2f ms  p99 %.2f ms  max %.2f ms",
+                     percentile(0.5), percentile(0.99), percentile(1.0)))
+    }
+}
