@@ -66,30 +66,7 @@ extension Engine {
     func send(_ message: Message, to given: String, senderID: String, origin: Origin = .fcm,
               completion answered: @escaping @Sendable (SendResult) -> Void) {
         let now = clock.nowMillis()
-        let lookup: Lookup = state.withLock { s in
-            guard let device = s.registry.installation(given) else { return .refused(.invalidRegistration(token: given)) }
-            let to = device.token
-            if device.status != .active { return .refused(.unregistered(token: given)) }
-            if case .fcm = origin, !device.senders.contains(senderID) {
-                return .refused(.senderMismatch(token: to, sender: senderID))
-            }
-            if let package = message.restrictedPackageName, package != device.app {
-                return .refused(.packageMismatch(token: to, package: package))
-            }
-            // FCM's per-device limit counts what app servers send (a dry run goes nowhere; APNs has
-            // no such answer). Counted before the later checks, as FCM counts client errors too.
-            if case .fcm = origin, !message.dryRun, s.deviceRates != nil,
-               let wait = s.deviceRates!.admit(to, now: now) {
-                return .refused(.deviceMessageRateExceeded(token: to, retryAfterMillis: wait))
-            }
-            let id = DeviceMessageID.make(micros: nextMicros(&s), senderHash: DeviceMessageID.senderHash(senderID))
-            let deviceState = s.registry.deviceStates[to] ?? DeviceState()
-            let takesNow = s.sessions.online[to]?.loaded == true
-            let canonical = device.refreshedTokens.last.flatMap { $0 == given ? nil : $0 }
-            // Only what the rest needs leaves the lock: a whole record would be a dozen retains per message.
-            return .found(app: device.app, platform: device.platform, id, deviceState, takesNow,
-                          installation: to, canonical: canonical)
-        }
+        let lookup = state.withLock { s in lookUp(message, given: given, senderID: senderID, origin: origin, now: now, &s) }
         let app: String, platform: Platform, deviceMessageID: String, deviceState: DeviceState, online: Bool
         let to: String, canonical: String?
         switch lookup {
@@ -145,46 +122,8 @@ extension Engine {
         }
         let early = deliverableNow ? EarlyDelivery(ticket: WriteTicket(), settle: completion) : nil
         let limits = deliverableNow ? nil : storageLimits(token: to, senderID: senderID, now: now)
-        // The installation check and the write's submission share one critical section: an uninstall
-        // (which marks the device and submits its queue's removal under this lock) comes either before
-        // (NACK) or after (its removal follows this write), never between.
-        let plan = state.withLock { s -> DownstreamPlan in
-            guard s.registry.devices[to]?.status == .active else { return .unregistered }
-            if let early, s.sessions.online[to]?.loaded == true {
-                // The device can take it now: hand it over at once and write it in the background. If
-                // the device confirms it before the writer gets to it, the write is called off and the
-                // ACK follows the confirmation; otherwise the ACK follows the commit, as for every message.
-                let sends = take([queued], token: to, early: early, &s)
-                if !sends.isEmpty {
-                    // The collapse is not called off with the write: an older message with this key
-                    // held back (Doze) must go even when this one never reaches the disk.
-                    if let key = queued.collapseKey, needsCollapse(queued, token: to, s) {
-                        committer.submit(.collapse(token: to, collapseKey: key))
-                    }
-                    committer.submit([.enqueue(queued, limits: nil)], ticket: early.ticket) { [self] error in
-                        if error == nil { journal(.stored, queued) }
-                        completion(outcome(storing: queued, error: error))
-                    }
-                    return .live(sends)
-                }
-                // It went offline (or to sleep) in between, or its window is full (or holds messages
-                // back in the store): store it like any other message, behind those.
-                if message.timeToLive == 0 { return .dropped }
-            }
-            if queued.kind == .apnsNotification { s.sessions.online[to]?.apnsStored = .mayHold }
-            var stored = limits ?? storageLimits(token: to, senderID: senderID, now: now)
-            // The 100-message limit is on what waits, not on what the device's connection holds: a
-            // connected device whose window is full would otherwise lose its messages as soon as
-            // one more came (the rows of its window count in the store).
-            if queued.collapseKey == nil { stored.maxNonCollapsible += s.sessions.online[to]?.heldNonCollapsible ?? 0 }
-            committer.submit(.enqueue(queued, limits: stored)) { [self] error in
-                if error == nil {
-                    journal(.stored, queued)
-                    handOver([queued], to: to)
-                }
-                completion(outcome(storing: queued, error: error))
-            }
-            return .stored
+        let plan = state.withLock { s in
+            submit(queued, of: message, to: to, early: early, limits: limits, senderID: senderID, now: now, completion: completion, &s)
         }
         switch plan {
         case .live(let sends): perform(sends)
@@ -192,6 +131,78 @@ extension Engine {
         case .dropped: completion(.accepted(token: to, deviceMessageID: nil))
         case .unregistered: completion(.refused(.unregistered(token: to)))
         }
+    }
+
+    /// Under the lock: the installation a token names and what the send needs of it, or why FCM
+    /// refuses the message (the checks in FCM's order; the per-device rate counts client errors too).
+    private func lookUp(_ message: Message, given: String, senderID: String, origin: Origin, now: Int64,
+                        _ s: inout State) -> Lookup {
+        guard let device = s.registry.installation(given) else { return .refused(.invalidRegistration(token: given)) }
+        let to = device.token
+        if device.status != .active { return .refused(.unregistered(token: given)) }
+        if case .fcm = origin, !device.senders.contains(senderID) {
+            return .refused(.senderMismatch(token: to, sender: senderID))
+        }
+        if let package = message.restrictedPackageName, package != device.app {
+            return .refused(.packageMismatch(token: to, package: package))
+        }
+        // FCM's per-device limit counts what app servers send (a dry run goes nowhere; APNs has
+        // no such answer). Counted before the later checks, as FCM counts client errors too.
+        if case .fcm = origin, !message.dryRun, s.deviceRates != nil,
+           let wait = s.deviceRates!.admit(to, now: now) {
+            return .refused(.deviceMessageRateExceeded(token: to, retryAfterMillis: wait))
+        }
+        let id = DeviceMessageID.make(micros: nextMicros(&s), senderHash: DeviceMessageID.senderHash(senderID))
+        let deviceState = s.registry.deviceStates[to] ?? DeviceState()
+        let takesNow = s.sessions.online[to]?.loaded == true
+        let canonical = device.refreshedTokens.last.flatMap { $0 == given ? nil : $0 }
+        // Only what the rest needs leaves the lock: a whole record would be a dozen retains per message.
+        return .found(app: device.app, platform: device.platform, id, deviceState, takesNow,
+                      installation: to, canonical: canonical)
+    }
+
+    /// Under the lock: the write of one message, and its hand-over when its device can take it now.
+    /// The installation check and the write's submission share this critical section: an uninstall
+    /// (which marks the device and submits its queue's removal under this lock) comes either before
+    /// (NACK) or after (its removal follows this write), never between.
+    private func submit(_ queued: QueuedMessage, of message: Message, to: String, early: EarlyDelivery?, limits: QueueLimits?, senderID: String,
+                        now: Int64, completion: @escaping @Sendable (SendResult) -> Void, _ s: inout State) -> DownstreamPlan {
+        guard s.registry.devices[to]?.status == .active else { return .unregistered }
+        if let early, s.sessions.online[to]?.loaded == true {
+            // The device can take it now: hand it over at once and write it in the background. If
+            // the device confirms it before the writer gets to it, the write is called off and the
+            // ACK follows the confirmation; otherwise the ACK follows the commit, as for every message.
+            let sends = take([queued], token: to, early: early, &s)
+            if !sends.isEmpty {
+                // The collapse is not called off with the write: an older message with this key
+                // held back (Doze) must go even when this one never reaches the disk.
+                if let key = queued.collapseKey, needsCollapse(queued, token: to, s) {
+                    committer.submit(.collapse(token: to, collapseKey: key))
+                }
+                committer.submit([.enqueue(queued, limits: nil)], ticket: early.ticket) { [self] error in
+                    if error == nil { journal(.stored, queued) }
+                    completion(outcome(storing: queued, error: error))
+                }
+                return .live(sends)
+            }
+            // It went offline (or to sleep) in between, or its window is full (or holds messages
+            // back in the store): store it like any other message, behind those.
+            if message.timeToLive == 0 { return .dropped }
+        }
+        if queued.kind == .apnsNotification { s.sessions.online[to]?.apnsStored = .mayHold }
+        var stored = limits ?? storageLimits(token: to, senderID: senderID, now: now)
+        // The 100-message limit is on what waits, not on what the device's connection holds: a
+        // connected device whose window is full would otherwise lose its messages as soon as
+        // one more came (the rows of its window count in the store).
+        if queued.collapseKey == nil { stored.maxNonCollapsible += s.sessions.online[to]?.heldNonCollapsible ?? 0 }
+        committer.submit(.enqueue(queued, limits: stored)) { [self] error in
+            if error == nil {
+                journal(.stored, queued)
+                handOver([queued], to: to)
+            }
+            completion(outcome(storing: queued, error: error))
+        }
+        return .stored
     }
 
     /// Whether a message handed over live must still collapse older ones in the store. Always, but for

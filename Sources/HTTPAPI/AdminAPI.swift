@@ -164,6 +164,7 @@ public struct AdminAPI: Sendable {
             return JSONResponse.make(.object(["connections": .array(list)]))
         }
         addDeviceControlRoutes(to: v1)
+        addClockAndOutboundRoutes(to: v1)
         addTopicRoutes(to: v1)
         addDeviceGroupRoutes(to: v1)
         addAPNsRoutes(to: v1)
@@ -355,6 +356,10 @@ public struct AdminAPI: Sendable {
                 return JSONResponse.make(Self.trayJSON(entry))
             } catch let error as DeviceManagementError { throw Self.apiError(error) }
         }
+    }
+
+    /// The emulator's clock (read, and advanced when virtual) and the items waiting for app servers.
+    func addClockAndOutboundRoutes(to v1: RouterGroup<some RequestContext>) {
         v1.get("clock") { _, _ in self.clockJSON(self.engine.clock.nowMillis()) }
         v1.post("clock/advance") { request, _ in
             let fields = try await Self.jsonBody(request)

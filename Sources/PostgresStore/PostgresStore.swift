@@ -239,17 +239,7 @@ public final class PostgresStore: Persistence {
                 ON CONFLICT(sender_id) DO UPDATE SET server_key = EXCLUDED.server_key
                 """, binds(r.senderID, r.serverKey, r.createdAt))
         case .upsertDevice(let d):
-            s.send("""
-                INSERT INTO device(token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by,
-                  web_subscription, apns_token, refreshed_tokens)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-                ON CONFLICT(token) DO UPDATE SET secret = EXCLUDED.secret, app = EXCLUDED.app,
-                  platform = EXCLUDED.platform, senders = EXCLUDED.senders, status = EXCLUDED.status,
-                  state = EXCLUDED.state, replaced_by = EXCLUDED.replaced_by, web_subscription = EXCLUDED.web_subscription,
-                  apns_token = EXCLUDED.apns_token, refreshed_tokens = EXCLUDED.refreshed_tokens
-                """, binds(d.token, d.deviceID, d.secret, d.app, d.platform.rawValue, d.senders.joined(separator: ","),
-                           d.createdAt, d.status.rawValue, d.state, d.replacedBy, d.webSubscription?.storedJSON.encoded(),
-                           d.apnsToken, d.refreshedTokens.isEmpty ? nil : d.refreshedTokens.joined(separator: ",")))
+            upsertDevice(d, in: s)
         case .enqueue(let m, let limits):
             enqueue(m, limits: limits, in: s, node: node, removals: removals)
         case .removeMessage(let token, let id):
@@ -305,19 +295,9 @@ public final class PostgresStore: Persistence {
         case .removeDeviceGroup(let id):
             s.send("DELETE FROM device_group WHERE id = $1", binds(id))
         case .removeAllDevices:
-            for table in ["device", "queued_message", "outbound", "tray", "topic_subscription", "message_body",
-                          "device_group", "apns_feedback"] {
-                s.send("DELETE FROM \(table)")
-            }
+            removeAllDevices(in: s)
         case .removeSenderData(let sender):
-            for sql in ["DELETE FROM queued_message WHERE sender_id = $1", "DELETE FROM outbound WHERE sender_id = $1",
-                        "DELETE FROM topic_subscription WHERE sender_id = $1", "DELETE FROM device_group WHERE sender_id = $1",
-                        "DELETE FROM tray WHERE token IN (SELECT token FROM device WHERE senders = $1)",
-                        "DELETE FROM queued_message WHERE device_key IN (SELECT device_key FROM device WHERE senders = $1)",
-                        "DELETE FROM topic_subscription WHERE device_key IN (SELECT device_key FROM device WHERE senders = $1)",
-                        "DELETE FROM device WHERE senders = $1"] {
-                s.send(sql, binds(sender))
-            }
+            removeSenderData(sender, in: s)
         case .subscribe(let subscriptions):
             for t in subscriptions {
                 s.send("""
@@ -335,6 +315,49 @@ public final class PostgresStore: Persistence {
                           binds(token))
         case .fanOut(let fanOut):
             try Self.fanOut(fanOut, in: s, node: node, removals: removals)
+        case .addAPNsFeedback, .removeAPNsFeedback, .removeAPNsFeedbackToken:
+            writeAPNsFeedback(op, in: s)
+        }
+    }
+
+    private static func upsertDevice(_ d: DeviceRecord, in s: BlockingConnection.Session) {
+        s.send("""
+            INSERT INTO device(token, device_id, secret, app, platform, senders, created_at, status, state, replaced_by,
+              web_subscription, apns_token, refreshed_tokens)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+            ON CONFLICT(token) DO UPDATE SET secret = EXCLUDED.secret, app = EXCLUDED.app,
+              platform = EXCLUDED.platform, senders = EXCLUDED.senders, status = EXCLUDED.status,
+              state = EXCLUDED.state, replaced_by = EXCLUDED.replaced_by, web_subscription = EXCLUDED.web_subscription,
+              apns_token = EXCLUDED.apns_token, refreshed_tokens = EXCLUDED.refreshed_tokens
+            """, binds(d.token, d.deviceID, d.secret, d.app, d.platform.rawValue, d.senders.joined(separator: ","),
+                       d.createdAt, d.status.rawValue, d.state, d.replacedBy, d.webSubscription?.storedJSON.encoded(),
+                       d.apnsToken, d.refreshedTokens.isEmpty ? nil : d.refreshedTokens.joined(separator: ",")))
+    }
+
+    /// Every device and all that hangs off them (senders and meta stay).
+    private static func removeAllDevices(in s: BlockingConnection.Session) {
+        for table in ["device", "queued_message", "outbound", "tray", "topic_subscription", "message_body",
+                      "device_group", "apns_feedback"] {
+            s.send("DELETE FROM \(table)")
+        }
+    }
+
+    /// A sender's queued messages, outbound items, subscriptions and groups, and the devices
+    /// registered to it alone with everything of theirs.
+    private static func removeSenderData(_ sender: String, in s: BlockingConnection.Session) {
+        for sql in ["DELETE FROM queued_message WHERE sender_id = $1", "DELETE FROM outbound WHERE sender_id = $1",
+                    "DELETE FROM topic_subscription WHERE sender_id = $1", "DELETE FROM device_group WHERE sender_id = $1",
+                    "DELETE FROM tray WHERE token IN (SELECT token FROM device WHERE senders = $1)",
+                    "DELETE FROM queued_message WHERE device_key IN (SELECT device_key FROM device WHERE senders = $1)",
+                    "DELETE FROM topic_subscription WHERE device_key IN (SELECT device_key FROM device WHERE senders = $1)",
+                    "DELETE FROM device WHERE senders = $1"] {
+            s.send(sql, binds(sender))
+        }
+    }
+
+    /// The APNs feedback service's tuples: added (the newest uninstall time kept), read, or dropped.
+    private static func writeAPNsFeedback(_ op: StoreOp, in s: BlockingConnection.Session) {
+        switch op {
         case .addAPNsFeedback(let f):
             s.send("""
                 INSERT INTO apns_feedback(bundle_id, device_token, timestamp) VALUES ($1, $2, $3)
@@ -347,6 +370,8 @@ public final class PostgresStore: Persistence {
             }
         case .removeAPNsFeedbackToken(let bundleID, let token):
             s.send("DELETE FROM apns_feedback WHERE bundle_id = $1 AND device_token = $2", binds(bundleID, token))
+        default:  // only the three feedback ops come here (write)
+            break
         }
     }
 

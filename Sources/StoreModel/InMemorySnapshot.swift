@@ -41,7 +41,7 @@ enum InMemorySnapshot {
                  "platform": .string(d.platform.rawValue), "senders": .string(d.senders.joined(separator: ",")),
                  "created_at": .int(d.createdAt), "status": .string(d.status.rawValue), "state": .string(d.state),
                  "replaced_by": d.replacedBy.map(JSONValue.string) ?? .null, "apns_token": d.apnsToken.map(JSONValue.string) ?? .null,
-                 "web_subscription": d.webSubscription.map { .string($0.json.encoded()) } ?? .null, "device_key": .int(key),
+                 "web_subscription": d.webSubscription.map { .string($0.storedJSON.encoded()) } ?? .null, "device_key": .int(key),
                  "refreshed_tokens": d.refreshedTokens.isEmpty ? .null : .string(d.refreshedTokens.joined(separator: ","))])
     }
 
