@@ -216,7 +216,7 @@ let package = Package(
         ]),
         .executableTarget(name: "ccs-emulator", dependencies: [
             "Locking",
-            "CCSEmulator", "APNsProviderAPI", "DeviceSimulator", "LoadGenerator", "ConformanceRunner", "CCSEngine", "CCSProtocol", "StoreModel", "SQLiteStore", "PostgresStore", "XMPPServer", "MessageJournal",
+            "CCSEmulator", "ConnectProxy", "APNsProviderAPI", "DeviceSimulator", "LoadGenerator", "ConformanceRunner", "CCSEngine", "CCSProtocol", "StoreModel", "SQLiteStore", "PostgresStore", "XMPPServer", "MessageJournal",
             "GoogleAuth", "PushDomain",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),

@@ -46,6 +46,8 @@ public struct EmulatorConfiguration: Sendable {
     public var httpsPort: Int?
     /// Proxy mode: an HTTP CONNECT listener tunnelling to the Google hosts the emulator plays; nil: off.
     public var proxyPort: Int?
+    /// What every CONNECT must carry in `Proxy-Authorization` (`--proxy-auth-file`); nil: none.
+    public var proxyCredentials: ProxyCredentials?
     /// `POST /emulator/bench/noop`: a route that reads its body and answers `{}` without touching the
     /// engine, so that `bench http-v1` can measure the HTTP server's own ceiling in the same run.
     public var benchRoutes = false
@@ -484,7 +486,7 @@ public final class Emulator: Sendable {
                                                        ccsPort: ccs.localAddress?.port ?? 0,
                                                        ccsPreprodPort: preprod?.localAddress?.port,
                                                        apnsHTTP2Port: apnsHTTP2.port),
-                        logger: logger)
+                        credentials: config.proxyCredentials, logger: logger)
                 } catch {
                     await http.triggerGracefulShutdown()
                     _ = await httpTask.result

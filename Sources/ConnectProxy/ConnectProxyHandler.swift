@@ -17,9 +17,9 @@ final class ConnectProxyHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// A client that has not finished its CONNECT head by then is closed (a slow-loris guard).
     static let headTimeout: TimeAmount = .seconds(30)
 
-    init(routes: [ConnectDestination: SocketAddress], logger: Logger) {
+    init(routes: [ConnectDestination: SocketAddress], credentials: ProxyCredentials? = nil, logger: Logger) {
         self.routes = routes
-        self.tunnel = ConnectTunnel(allowed: Set(routes.keys))
+        self.tunnel = ConnectTunnel(allowed: Set(routes.keys), credentials: credentials)
         self.logger = logger
     }
 

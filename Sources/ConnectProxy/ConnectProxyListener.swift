@@ -13,7 +13,8 @@ import NIOPosix
 /// is one TLS termination and one HTTP stack per protocol.
 public enum ConnectProxyListener {
     public static func bind(group: any EventLoopGroup, host: String, port: Int,
-                            routes: [ConnectDestination: SocketAddress], logger: Logger) async throws -> any Channel {
+                            routes: [ConnectDestination: SocketAddress], credentials: ProxyCredentials? = nil,
+                            logger: Logger) async throws -> any Channel {
         try await ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
@@ -22,7 +23,7 @@ public enum ConnectProxyListener {
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ConnectProxyHandler(routes: routes, logger: logger))
+                    try channel.pipeline.syncOperations.addHandler(ConnectProxyHandler(routes: routes, credentials: credentials, logger: logger))
                 }
             }
             .bind(host: host, port: port)

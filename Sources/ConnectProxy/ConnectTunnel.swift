@@ -30,12 +30,17 @@ public struct ConnectRefusal: Equatable, Sendable, Error {
         .init(status: 405, reason: "Method Not Allowed", text: text)
     }
     public static func badGateway(_ text: String) -> ConnectRefusal { .init(status: 502, reason: "Bad Gateway", text: text) }
+    /// RFC 9110 §15.5.8: the proxy wants (other) credentials; `Proxy-Authenticate` names the scheme.
+    public static func proxyAuthenticationRequired(_ text: String) -> ConnectRefusal {
+        .init(status: 407, reason: "Proxy Authentication Required", text: text)
+    }
 
     /// The whole HTTP answer; the connection closes after it.
     public var response: String {
         let body = text + "\n"
         var head = "HTTP/1.1 \(status) \(reason)\r\nContent-Type: text/plain; charset=UTF-8\r\n"
         if status == 405 { head += "Allow: CONNECT\r\n" }
+        if status == 407 { head += "Proxy-Authenticate: Basic realm=\"\(ProxyCredentials.realm)\", charset=\"UTF-8\"\r\n" }
         return head + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
     }
 }
@@ -78,9 +83,12 @@ public struct ConnectTunnel: Sendable {
 
     private(set) var state: State = .readingHead([])
     let allowed: Set<ConnectDestination>
+    /// When set (`serve --proxy-auth-file`), every CONNECT must carry them (`Proxy-Authorization: Basic`).
+    let credentials: ProxyCredentials?
 
-    public init(allowed: Set<ConnectDestination>) {
+    public init(allowed: Set<ConnectDestination>, credentials: ProxyCredentials? = nil) {
         self.allowed = allowed
+        self.credentials = credentials
     }
 
     public mutating func read(_ buffer: ByteBuffer) -> ReadAction {
@@ -101,6 +109,7 @@ public struct ConnectTunnel: Sendable {
             case .failure(let refusal):
                 return refuse(refusal)
             case .success(let destination):
+                if let credentials, let refusal = credentials.check(head: head[..<end]) { return refuse(refusal) }
                 let rest = head[(end)...]
                 state = .connecting(destination, pending: rest.isEmpty ? [] : [ByteBuffer(bytes: rest)])
                 return .connect(destination)
@@ -153,8 +162,8 @@ public struct ConnectTunnel: Sendable {
         return nil
     }
 
-    /// Reads the request line. Header lines are only checked to be text: the proxy needs none
-    /// of them (a `Host` or `Proxy-Authorization` is accepted and ignored).
+    /// Reads the request line. Header lines are only checked to be text: the proxy needs none of
+    /// them but `Proxy-Authorization`, and that one only with credentials (`ProxyCredentials`).
     static func destination(head: ArraySlice<UInt8>, allowed: Set<ConnectDestination>) -> Result<ConnectDestination, ConnectRefusal> {
         // Text only: a NUL or another control byte (other than tab, CR, LF) is garbage, not HTTP.
         guard head.allSatisfy({ $0 == 0x09 || $0 == 0x0A || $0 == 0x0D || ($0 >= 0x20 && $0 < 0x7F) }) else {

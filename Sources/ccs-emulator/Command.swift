@@ -1,5 +1,6 @@
 import ArgumentParser
 import CCSEmulator
+import ConnectProxy
 import CCSEngine
 import StoreModel
 import SQLiteStore
@@ -100,6 +101,8 @@ struct Serve: AsyncParsableCommand {
     var httpsPort: Int?
     @Option(help: "Proxy mode: an HTTP CONNECT proxy (HTTPS_PROXY=http://HOST:PORT) that tunnels only to the Google and Apple (APNs HTTP/2) hosts the emulator plays. 0 picks a free port. Default: off.")
     var proxyPort: Int?
+    @Option(help: ArgumentHelp("With --proxy-port: every CONNECT must carry this file's first line, USER:PASSWORD, as Proxy-Authorization: Basic (HTTPS_PROXY=http://USER:PASSWORD@HOST:PORT); others get 407. Default: none asked.", valueName: "file"))
+    var proxyAuthFile: String?
     @Option(help: "APNs legacy binary gateway port (TLS, provider certificate from `ccs-emulator apns-cert`). 0 picks a free port.")
     var apnsPort = 2195
     @Option(help: "APNs feedback service port (TLS, the same provider certificates). 0 picks a free port.")
@@ -245,6 +248,19 @@ struct Serve: AsyncParsableCommand {
         return ProcessInfo.processInfo.environment["PGPASSWORD"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
+    /// The user and password of `--proxy-auth-file` (a file, so that ps does not show them).
+    private func proxyCredentials() throws -> ProxyCredentials? {
+        guard let file = proxyAuthFile else { return nil }
+        guard proxyPort != nil else { throw ValidationError("--proxy-auth-file needs --proxy-port") }
+        guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+            throw ValidationError("--proxy-auth-file \(file): cannot be read as UTF-8 text")
+        }
+        switch ProxyCredentials.parse(text) {
+        case .success(let credentials): return credentials
+        case .failure(let error): throw ValidationError("--proxy-auth-file \(file): \(error)")
+        }
+    }
+
     func run() async throws {
         let logger = makeLogger("ccs-emulator", level: logLevel, format: logFormat)
         // Before the first big buffer: memory from bursts goes back to the system (MallocTuning).
@@ -262,6 +278,7 @@ struct Serve: AsyncParsableCommand {
         c.httpPort = httpPort
         c.httpsPort = httpsPort
         c.proxyPort = proxyPort
+        c.proxyCredentials = try proxyCredentials()
         c.benchRoutes = benchRoutes
         c.apns.gatewayPort = apnsPort
         c.apns.feedbackPort = apnsFeedbackPort
