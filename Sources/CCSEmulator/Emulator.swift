@@ -426,11 +426,8 @@ public final class Emulator: Sendable {
                         portContinuation.yield(channel.localAddress?.port ?? 0)
                         portContinuation.finish()
                     },
-                    // Hummingbird's own default, not `group`: its graceful shutdown finishes in a Task of
-                    // its own that may touch the server's loop after `run()` returned, and a loop of
-                    // `group` is shut down by then (NIO prints an error). The
-                    // process-wide singleton is never shut down (docs/architecture.md, "Threading").
-                    eventLoopGroupProvider: .singleton,
+                    // Not `group`: a process-wide group that is never shut down (SharedHTTPLoops says why).
+                    eventLoopGroupProvider: .shared(SharedHTTPLoops.group(threads: config.eventLoopThreads)),
                     logger: httpLogger))
                 started.append((option, port, portStream))
                 continuations.append(portContinuation)

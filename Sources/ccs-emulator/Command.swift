@@ -177,7 +177,7 @@ struct Serve: AsyncParsableCommand {
     var authTimeout = 30
     @Option(help: "Seconds an HTTP client may take to send a request head, and again its body; also an APNs TLS handshake, and a cluster link's TLS handshake and secret (1 to 3600).")
     var requestTimeout = 30
-    @Option(help: "Event-loop threads for the XMPP, APNs and device listeners (default: half the cores, at least 1); the HTTP listeners use NIO's shared loops, one per core.")
+    @Option(help: "Event-loop threads for the XMPP and HTTP listeners (default: half the cores, at least 1).")
     var threads: Int?
     @Option(help: "trace, debug, info, notice, warning, error or critical (logs go to stderr).")
     var logLevel: Logger.Level = .notice
