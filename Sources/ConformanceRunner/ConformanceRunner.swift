@@ -117,6 +117,7 @@ public final class ConformanceRunner: Sendable {
             // counts: its answer is what tells the audit about it.
             _ = await waitUntil(options.startupTimeoutMillis) { emulator.engine.audit.openHTTPRequests == 0 }
             findings = emulator.engine.audit.findings(sender: options.senderID)
+            if failure == nil { failure = Steps.brokenRules(scenario, findings) }
             await appServer?.stop()
             log = appServer?.logTail() ?? ""
             for d in devices { await d.disconnect() }
