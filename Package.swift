@@ -270,7 +270,7 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
-        .testTarget(name: "CCSEngineTests", dependencies: ["Locking", "CCSEngine", "StoreModel", "CCSProtocol"]),
+        .testTarget(name: "CCSEngineTests", dependencies: ["Locking", "CCSEngine", "StoreModel", "CCSProtocol", "PushDomain"]),
         .testTarget(name: "LoadGeneratorTests", dependencies: [
             "LoadGenerator",
             .product(name: "NIOCore", package: "swift-nio"),

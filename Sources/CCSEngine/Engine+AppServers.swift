@@ -41,7 +41,7 @@ extension Engine {
         let new: SenderRecord? = state.withLock { s in
             if s.registry.senders[senderID] != nil { return nil }
             let record = SenderRecord(senderID: senderID, serverKey: key, createdAt: now)
-            s.registry.senders[senderID] = record
+            s.registry.setSender(record)
             return record
         }
         if let new { committer.submit(.upsertSender(new)) }

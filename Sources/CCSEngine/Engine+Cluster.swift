@@ -100,24 +100,16 @@ extension Engine: ClusterEvents {
             case .device(let token):
                 let record = try store.device(token: token)
                 let online = state.withLock { s -> (any DeviceLink)? in
-                    if let old = s.registry.devices[token] {
-                        s.registry.tokenByDeviceID[old.deviceID] = nil
-                        if let apns = old.apnsToken, s.registry.apnsTokens[apns] == token { s.registry.apnsTokens[apns] = nil }
-                        s.registry.removeAliases(of: old)
-                    }
-                    if let record {
-                        s.registry.add(record)
-                    } else {
-                        s.registry.devices[token] = nil
-                        s.registry.deviceStates[token] = nil
-                    }
+                    if let record { s.registry.add(record) } else { s.registry.remove(token) }
                     return s.sessions.online[token]?.loaded == true ? s.sessions.online[token]?.link : nil
                 }
                 // A state change (out of Doze, to the foreground) may admit what waits.
                 if let online { deliverBacklog(token: token, link: online) }
             case .sender(let id):
                 let record = try store.sender(id: id)
-                state.withLock { $0.registry.senders[id] = record }
+                state.withLock { s in
+                    if let record { s.registry.setSender(record) } else { s.registry.removeSender(id) }
+                }
             case .subscriptions(let token):
                 let subscriptions = try store.subscriptions(token: token)
                 state.withLock { s in
@@ -138,7 +130,7 @@ extension Engine: ClusterEvents {
                 let subscriptions = try store.loadSubscriptions()
                 let groups = try store.loadDeviceGroups()
                 state.withLock { s in
-                    s.registry.senders = Dictionary(senders.map { ($0.senderID, $0) }, uniquingKeysWith: { $1 })
+                    s.registry.replaceSenders(senders)
                     s.registry.removeAllDevices()
                     for d in devices { s.registry.add(d) }
                     s.topics = TopicRegistry()

@@ -26,7 +26,7 @@ extension Engine {
                                          apnsToken: apnsToken)
         var ops: [StoreOp] = [.upsertDevice(record)]
         if let apnsToken {
-            let holder = state.withLock { s in s.registry.apnsTokens[apnsToken].flatMap { s.registry.devices[$0] } }
+            let holder = state.withLock { s in s.registry.holder(ofAPNsToken: apnsToken) }
             if let holder, holder.status == .active {
                 throw .invalidRequest("APNs token \(apnsToken) is registered by an installed app (\(holder.token))")
             }
@@ -454,13 +454,11 @@ extension Engine {
             if let idle { st.idle = idle }
             var device = before
             device.state = st.json
-            s.registry.devices[token] = device
-            s.registry.deviceStates[token] = st
+            s.registry.update(device, state: st)
             let woke = (stateBefore.idle && !st.idle) || foreground == true
             return .success(Change(value: (st, woke), ops: [.upsertDevice(device)], undo: { [device] s in
                 guard s.registry.devices[token] == device else { return }
-                s.registry.devices[token] = before
-                s.registry.deviceStates[token] = stateBefore
+                s.registry.update(before, state: stateBefore)
             }))
         }
         // Leaving Doze, or coming to the foreground (iOS data messages), may release held messages.
@@ -487,7 +485,7 @@ extension Engine {
         var device = before
         device.status = .uninstalled
         if let fresh { device.replacedBy = fresh.token }
-        s.registry.devices[token] = device
+        s.registry.update(device)
         // Offline at once: nothing more is handed to it; the caller closes the connection.
         let link = s.sessions.online.removeValue(forKey: token)?.link
         let topics = s.topics.removeAll(token: token)
@@ -499,14 +497,14 @@ extension Engine {
             if let apns = fresh.apnsToken { ops.append(.removeAPNsFeedbackToken(bundleID: fresh.app, deviceToken: apns)) }
         }
         return Change(value: link, ops: ops, undo: { [device] s in
+            var freshRemoved = false
             if let fresh, s.registry.devices[fresh.token] == fresh {
-                if let apns = fresh.apnsToken { s.registry.apnsTokens[apns] = token }
-                s.registry.devices[fresh.token] = nil
-                s.registry.deviceStates[fresh.token] = nil
-                s.registry.tokenByDeviceID[fresh.deviceID] = nil
+                s.registry.remove(fresh.token)
+                freshRemoved = true
             }
             guard s.registry.devices[token] == device else { return }
-            s.registry.devices[token] = before
+            // Adding it again gives the APNs token back to the old registration.
+            if freshRemoved { s.registry.add(before) } else { s.registry.update(before) }
             for (topic, at) in topics { s.topics.add(topic, token: token, at: at) }
         })
     }
@@ -556,12 +554,10 @@ extension Engine {
             let fresh = RegistrationToken.make(instanceID: instance)
             var after = before
             after.refreshedTokens.append(fresh)
-            s.registry.devices[key] = after
-            s.registry.aliases[fresh] = key
+            s.registry.update(after)
             return .success(Change(value: after, ops: [.upsertDevice(after)], undo: { [after] s in
                 guard s.registry.devices[key] == after else { return }
-                s.registry.devices[key] = before
-                s.registry.aliases[fresh] = nil
+                s.registry.update(before)
             }))
         }
     }
@@ -584,17 +580,13 @@ extension Engine {
             for (token, device) in s.registry.devices where device.senders.contains(sender) {
                 if device.senders == [sender] {
                     removed += 1
-                    s.registry.devices[token] = nil
-                    s.registry.deviceStates[token] = nil
-                    s.registry.tokenByDeviceID[device.deviceID] = nil
-                    s.registry.removeAliases(of: device)
+                    s.registry.remove(token)
                     if let link = s.sessions.online.removeValue(forKey: token)?.link { links.append(link) }
-                    if let apns = device.apnsToken, s.registry.apnsTokens[apns] == token { s.registry.apnsTokens[apns] = nil }
                     _ = s.topics.removeAll(token: token)
                 } else {
                     var shared = device
                     shared.senders.removeAll { $0 == sender }
-                    s.registry.devices[token] = shared
+                    s.registry.update(shared)
                     ops.append(.upsertDevice(shared))
                 }
             }
@@ -630,10 +622,7 @@ extension Engine {
             for id in s.outbound.connections.keys { s.outbound.connections[id]?.inFlight = [:] }
             return .success(Change(value: (count, links), ops: [.removeAllDevices], undo: { s in
                 guard s.registry.devices.isEmpty else { return }
-                // Senders provisioned since stay.
-                let senders = s.registry.senders
-                s.registry = registryBefore
-                s.registry.senders = senders
+                s.registry.restoreDevices(from: registryBefore)
                 s.outbound.restore(queuedBefore)
                 s.topics = topicsBefore
                 s.groups = groupsBefore

@@ -74,7 +74,7 @@ public final class Engine: Sendable {
         })
         audit = Auditor(enabled: configuration.auditEnabled, now: { clock.nowMillis() })
         var s = State()
-        for sender in try committer.store.loadSenders() { s.registry.senders[sender.senderID] = sender }
+        s.registry.replaceSenders(try committer.store.loadSenders())
         for device in try committer.store.loadDevices() {
             s.registry.add(device)  // newest last: its APNs token wins
         }

@@ -6,15 +6,19 @@ extension Engine {
     /// an installation by device id, by a token it was given later (a refresh) or by its APNs device
     /// token. What the registry holds is what the store holds: every change is written by the
     /// operation that makes it (Engine+Devices.swift).
+    ///
+    /// The five device maps are kept in step here and only here: callers add, update or remove an
+    /// installation in one call.
     struct Registry {
-        var senders: [String: SenderRecord] = [:]
-        var devices: [String: DeviceRecord] = [:]
-        var deviceStates: [String: DeviceState] = [:]
-        var tokenByDeviceID: [String: String] = [:]
+        private(set) var senders: [String: SenderRecord] = [:]
+        private(set) var devices: [String: DeviceRecord] = [:]
+        /// `DeviceState(json: devices[token].state)`, decoded once per change.
+        private(set) var deviceStates: [String: DeviceState] = [:]
+        private(set) var tokenByDeviceID: [String: String] = [:]
         /// APNs device token → the registration token of its newest registration.
-        var apnsTokens: [String: String] = [:]
+        private(set) var apnsTokens: [String: String] = [:]
         /// A refreshed token → the token of its installation (the key of `devices`, queues and links).
-        var aliases: [String: String] = [:]
+        private(set) var aliases: [String: String] = [:]
 
         /// The installation `token` names: by its first token (its key, `DeviceRecord.token`) or by one
         /// it was given later. Nil for a token no installation has had.
@@ -23,13 +27,53 @@ extension Engine {
             return aliases[token].flatMap { devices[$0] }
         }
 
-        /// Indexes a registration (read from the store, or new); a later one with the same APNs token wins it.
+        /// The active installation that holds `apnsToken`, if any.
+        func holder(ofAPNsToken apnsToken: String) -> DeviceRecord? {
+            apnsTokens[apnsToken].flatMap { devices[$0] }
+        }
+
+        // MARK: senders
+
+        mutating func setSender(_ record: SenderRecord) {
+            senders[record.senderID] = record
+        }
+
+        mutating func removeSender(_ senderID: String) {
+            senders[senderID] = nil
+        }
+
+        /// Every sender at once (a start, or another node's full reload); a later duplicate wins.
+        mutating func replaceSenders(_ records: [SenderRecord]) {
+            senders = Dictionary(records.map { ($0.senderID, $0) }, uniquingKeysWith: { $1 })
+        }
+
+        // MARK: installations
+
+        /// Indexes a registration (read from the store, new, or replacing the one with its token); a
+        /// later one with the same APNs token wins it.
         mutating func add(_ record: DeviceRecord) {
+            if let old = devices[record.token] { unindex(old) }
             devices[record.token] = record
             deviceStates[record.token] = DeviceState(json: record.state)
             tokenByDeviceID[record.deviceID] = record.token
             if let apns = record.apnsToken { apnsTokens[apns] = record.token }
-            addAliases(of: record)
+            for t in record.refreshedTokens { aliases[t] = record.token }
+        }
+
+        /// The same installation changed (its state, status, senders or refreshed tokens). Its device
+        /// id and APNs token keep their holders: a newer registration that won the APNs token keeps it.
+        mutating func update(_ record: DeviceRecord, state: DeviceState? = nil) {
+            if let old = devices[record.token] { removeAliases(of: old) }
+            devices[record.token] = record
+            deviceStates[record.token] = state ?? DeviceState(json: record.state)
+            for t in record.refreshedTokens { aliases[t] = record.token }
+        }
+
+        /// Forgets one installation and every index that points at it.
+        mutating func remove(_ token: String) {
+            guard let old = devices.removeValue(forKey: token) else { return }
+            deviceStates[token] = nil
+            unindex(old)
         }
 
         /// Forgets every installation and its indexes; the senders stay.
@@ -37,11 +81,20 @@ extension Engine {
             (devices, deviceStates, tokenByDeviceID, apnsTokens, aliases) = ([:], [:], [:], [:], [:])
         }
 
-        mutating func addAliases(of record: DeviceRecord) {
-            for t in record.refreshedTokens { aliases[t] = record.token }
+        /// Puts back the installations of an earlier copy (an undone reset); senders provisioned since stay.
+        mutating func restoreDevices(from before: Registry) {
+            let senders = self.senders
+            self = before
+            self.senders = senders
         }
 
-        mutating func removeAliases(of record: DeviceRecord) {
+        private mutating func unindex(_ record: DeviceRecord) {
+            if tokenByDeviceID[record.deviceID] == record.token { tokenByDeviceID[record.deviceID] = nil }
+            if let apns = record.apnsToken, apnsTokens[apns] == record.token { apnsTokens[apns] = nil }
+            removeAliases(of: record)
+        }
+
+        private mutating func removeAliases(of record: DeviceRecord) {
             for t in record.refreshedTokens where aliases[t] == record.token { aliases[t] = nil }
         }
     }
