@@ -7,16 +7,94 @@ extension Engine {
     /// node offered another node's device before their write. Admission (Doze, the iOS foreground
     /// rule) reads the registry's device state; the hand-over is in Engine+Devices.swift.
     struct DeviceSessions {
-        /// Connected devices by registration token (the installation's first).
-        var online: [String: OnlineDevice] = [:]
+        /// Connected devices by registration token (the installation's first): one link each.
+        private(set) var online: [String: OnlineDevice] = [:]
         /// Messages offered to the device's node before their write (by device message id): its
         /// confirmation calls the write off and answers the sender (Engine+Cluster.swift).
-        var offered: [String: Offered] = [:]
+        private(set) var offered: [String: Offered] = [:]
         /// Offered messages whose write committed before any confirmation came: a confirmation that
         /// comes later removes them (the newest `writtenOffersKept`).
-        var writtenOffers = RecentMap<String>(capacity: Engine.writtenOffersKept)
+        private var writtenOffers = RecentMap<String>(capacity: Engine.writtenOffersKept)
         /// Tray entries being tapped ("token id"): a second tap of the same one finds nothing.
-        var taps: Set<String> = []
+        private var taps: Set<String> = []
+
+        // MARK: connections
+
+        /// A device connection is up; returns the older connection it replaces (to be closed).
+        mutating func connect(_ token: String, link: any DeviceLink, platform: Platform?) -> (any DeviceLink)? {
+            online.updateValue(OnlineDevice(link: link, platform: platform), forKey: token)?.link
+        }
+
+        /// The connection `link` went down; false when a newer connection had already replaced it.
+        mutating func disconnect(_ token: String, link: any DeviceLink) -> Bool {
+            guard online[token]?.link === link else { return false }
+            online[token] = nil
+            return true
+        }
+
+        /// Takes the device offline at once (an uninstall, a reset); returns its link, to be closed.
+        mutating func drop(_ token: String) -> (any DeviceLink)? {
+            online.removeValue(forKey: token)?.link
+        }
+
+        /// Takes every device offline; returns their links, to be closed.
+        mutating func dropAll() -> [any DeviceLink] {
+            defer { online = [:] }
+            return online.values.map(\.link)
+        }
+
+        /// Changes one connection in place (its own methods keep its window and counts), when it is
+        /// the one connected, and `link` when given; nil otherwise. In place through the dictionary's
+        /// index: a copy of the entry would share, and then copy, its in-flight map.
+        mutating func modify<R>(_ token: String, link: (any DeviceLink)? = nil, _ body: (inout OnlineDevice) -> R) -> R? {
+            guard let at = online.index(forKey: token) else { return nil }
+            if let link, online.values[at].link !== link { return nil }
+            return body(&online.values[at])
+        }
+
+        // MARK: offers between nodes
+
+        mutating func offer(_ offer: Offered, id: String) {
+            offered[id] = offer
+        }
+
+        /// The offer's write committed (or failed): it is no longer pending. Returns it; a written
+        /// offer nobody confirmed yet is remembered, so that a later confirmation removes it.
+        mutating func offerWritten(_ id: String, token: String, succeeded: Bool) -> Offered? {
+            guard let o = offered.removeValue(forKey: id) else { return nil }
+            if !o.confirmed && succeeded { writtenOffers.insert(id, token) }
+            return o
+        }
+
+        /// The device confirmed an offered message.
+        enum OfferConfirmation {
+            /// The write was called off: answer the sender now.
+            case calledOff(Offered)
+            /// The write was already taken: its commit removes the message.
+            case removedOnCommit
+            /// Written before this confirmation: remove the message from this token's queue.
+            case written(token: String)
+            case unknown
+        }
+
+        mutating func confirmOffer(_ id: String) -> OfferConfirmation {
+            if let o = offered[id] {
+                guard o.early.ticket.cancel() else {
+                    offered[id]?.confirmed = true
+                    return .removedOnCommit
+                }
+                offered[id] = nil
+                return .calledOff(o)
+            }
+            return writtenOffers.take(id).map { .written(token: $0) } ?? .unknown
+        }
+
+        // MARK: taps
+
+        /// Claims a tray entry for one tap; false while another tap of it is under way.
+        mutating func claimTap(_ claim: String) -> Bool { taps.insert(claim).inserted }
+
+        mutating func endTap(_ claim: String) { taps.remove(claim) }
     }
 
     struct InFlightDownstream {
@@ -47,7 +125,7 @@ extension Engine {
         }
 
         /// False until the queue as of connection time has been read and handed over.
-        var loaded = false
+        private(set) var loaded = false
         /// Written to this connection and not yet ACKed by the device: at most the window
         /// (`Configuration.deviceWindow`), so that a device that reads and never ACKs holds a bounded
         /// number of messages (with their payloads) in memory; the rest wait in the store.
@@ -61,18 +139,18 @@ extension Engine {
         /// The window kept a message back: the store may hold messages not on this connection that
         /// it would take now. Until a backlog read hands them over (in the queue's order), no message
         /// goes to the connection by another way, so none overtakes them.
-        var heldBack = false
+        private(set) var heldBack = false
         /// A backlog read to refill the window is on its way (one at a time).
-        var refilling = false
+        private(set) var refilling = false
         /// The newest messages the device ACKed on this connection: a queue read before their removal
         /// commits, or another node's announcement of one, must not hand them over again.
-        var confirmed = RecentMap<MessageIdentity>(capacity: Engine.confirmationsKept)
+        private(set) var confirmed = RecentMap<MessageIdentity>(capacity: Engine.confirmationsKept)
         /// Of those, the ones offered by another node and confirmed back to it: if their write is
         /// announced after all, this node removes them.
-        var confirmedOffers = RecentMap<MessageIdentity>(capacity: Engine.confirmationsKept)
+        private(set) var confirmedOffers = RecentMap<MessageIdentity>(capacity: Engine.confirmationsKept)
         /// Whether the store may hold an APNs notification of this device that is not on this
         /// connection (Apple's store-and-forward collapse would have to remove it).
-        var apnsStored = APNsStoredKnowledge.unknown
+        private(set) var apnsStored = APNsStoredKnowledge.unknown
 
         mutating func hold(_ entry: InFlightDownstream, id: String) {
             if let replaced = inFlight.updateValue(entry, forKey: id), Self.counts(replaced) { heldNonCollapsible -= 1 }
@@ -83,6 +161,82 @@ extension Engine {
             guard let entry = inFlight.removeValue(forKey: id) else { return nil }
             if Self.counts(entry) { heldNonCollapsible -= 1 }
             return entry
+        }
+
+        /// The device confirmed `id`: it leaves the window. Returns the entry, whether its write was
+        /// called off, and the link when the window should be refilled from the store.
+        mutating func confirm(_ id: String, window: Int) -> (InFlightDownstream, calledOff: Bool, refill: (any DeviceLink)?)? {
+            guard let entry = release(id) else { return nil }
+            let refill = startsRefill(window: window) ? link : nil
+            // Confirmed before its write was taken: the write is called off, here, so that it is known
+            // now that the store never holds the message. Not for a notification bound for the tray
+            // and a message with a receipt, whose removal must commit together with the tray entry or
+            // the receipt (a crash never keeps one without the other).
+            let calledOff = entry.offeredBy == nil && !entry.toTray && !entry.message.deliveryReceiptRequested
+                && entry.early?.ticket.cancel() == true
+            // Only a message the store may hold (or another node may announce) can be handed over
+            // again on this connection: a backlog read or a commit's hand-over after this confirmation
+            // must find it here. One never written cannot come back, and is not remembered.
+            let identity = MessageIdentity(entry.message)
+            if !calledOff { confirmed.insert(id, identity) }
+            if entry.offeredBy != nil { confirmedOffers.insert(id, identity) }
+            return (entry, calledOff, refill)
+        }
+
+        /// The messages `deviceState` admits become in-flight, as many as the window has room for, in
+        /// order (`Engine.take`); returns them. `admit` is the throttle's word on a message that fits.
+        mutating func take(_ messages: [QueuedMessage], fromBacklog: Bool, deviceState: DeviceState, written: Bool, window: Int,
+                           removals: inout [StoreOp], admit: (QueuedMessage) -> Bool,
+                           entry: (QueuedMessage, Bool) -> InFlightDownstream) -> [DeviceDelivery] {
+            if fromBacklog {
+                heldBack = false
+            } else if heldBack {
+                return []
+            }
+            var room = window - inFlight.count
+            var deliveries: [DeviceDelivery] = []
+            // A message already on this connection, or confirmed on it, is not handed over again (a
+            // backlog read, a hand-over after a commit and another node's announcement may all hold it).
+            for m in messages where deviceState.admits(m, platform: platform) {
+                let id = m.deviceMessageID
+                if let onConnection = inFlight[id] {
+                    // Offered by another node and written there after all: its confirmation now removes it here.
+                    if written && onConnection.offeredBy != nil { markWritten(id) }
+                    continue
+                }
+                let identity = MessageIdentity(m)
+                if confirmed.contains(id, identity) {
+                    // Confirmed back to the node that offered it, which wrote it anyway: removed here.
+                    if written && confirmedOffers.contains(id, identity) {
+                        removals.append(.removeMessage(token: m.token, deviceMessageID: id))
+                    }
+                    continue
+                }
+                // The window is full: this one and everything after it wait for the device's ACKs.
+                guard room > 0 else {
+                    heldBack = true
+                    break
+                }
+                if !admit(m) { continue }
+                room -= 1
+                let d = DeviceDelivery(message: m, toTray: m.kind == .message && m.isNotification && !deviceState.foreground)
+                hold(entry(m, d.toTray), id: id)
+                deliveries.append(d)
+            }
+            return deliveries
+        }
+
+        /// A read of the queue failed; the next may start.
+        mutating func refillFailed() { refilling = false }
+
+        /// An APNs notification was stored while connected: every newer one collapses.
+        mutating func storedAPNsNotification() { apnsStored = .mayHold }
+
+        /// The queue as of connection time was read: later commits are handed over directly.
+        mutating func backlogRead(holdsAPNsNotification: Bool) {
+            loaded = true
+            refilling = false
+            if apnsStored == .unknown { apnsStored = holdsAPNsNotification ? .mayHold : .holdsNone }
         }
 
         /// Offered by another node and known written since: its confirmation removes it here.

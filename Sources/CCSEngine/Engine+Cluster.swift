@@ -55,15 +55,10 @@ extension Engine: ClusterEvents {
         var removals: [StoreOp] = []
         state.withLock { s in
             for id in deviceMessageIDs {
-                if let o = s.sessions.offered[id] {
-                    if o.early.ticket.cancel() {
-                        s.sessions.offered[id] = nil
-                        settled.append(o)
-                    } else {
-                        s.sessions.offered[id]?.confirmed = true  // its commit's completion removes it
-                    }
-                } else if let token = s.sessions.writtenOffers.take(id) {
-                    removals.append(.removeMessage(token: token, deviceMessageID: id))
+                switch s.sessions.confirmOffer(id) {
+                case .calledOff(let o): settled.append(o)
+                case .written(let token): removals.append(.removeMessage(token: token, deviceMessageID: id))
+                case .removedOnCommit, .unknown: break
                 }
             }
         }

@@ -167,9 +167,7 @@ extension Engine {
     /// everything stored for it that it may take, then every message committed later.
     public func deviceConnected(token: String, link: any DeviceLink) {
         let previous: (any DeviceLink)? = state.withLock { s in
-            let old = s.sessions.online[token]?.link
-            s.sessions.online[token] = OnlineDevice(link: link, platform: s.registry.devices[token]?.platform)
-            return old
+            s.sessions.connect(token, link: link, platform: s.registry.devices[token]?.platform)
         }
         previous?.close()
         deliverBacklog(token: token, link: link)
@@ -193,12 +191,8 @@ extension Engine {
                 return backlogReadFailed(token: token, link: link, attempt: attempt, error: error)
             }
             let sends = state.withLock { s -> [Send] in
-                guard s.sessions.online[token]?.link === link else { return [] }
-                s.sessions.online[token]?.loaded = true
-                s.sessions.online[token]?.refilling = false
-                if s.sessions.online[token]?.apnsStored == .unknown {
-                    s.sessions.online[token]?.apnsStored = stored.contains { $0.kind == .apnsNotification } ? .mayHold : .holdsNone
-                }
+                let holdsAPNs = stored.contains { $0.kind == .apnsNotification }
+                guard s.sessions.modify(token, link: link, { $0.backlogRead(holdsAPNsNotification: holdsAPNs) }) != nil else { return [] }
                 let unheld = stored.filter { $0.expiresAt > now }
                 if s.throttle != nil { keepThrottled(unheld, token: token, &s) }
                 return take(unheld, token: token, fromBacklog: true, &s)
@@ -218,9 +212,7 @@ extension Engine {
     /// message sent meanwhile is stored), so nothing goes ahead of what the queue holds.
     private func backlogReadFailed(token: String, link: any DeviceLink, attempt: Int, error: any Error) {
         let current = state.withLock { s -> Bool in
-            guard s.sessions.online[token]?.link === link else { return false }
-            s.sessions.online[token]?.refilling = false
-            return true
+            s.sessions.modify(token, link: link) { $0.refillFailed() } != nil
         }
         guard current else { return }
         if attempt < Self.backlogReadAttempts {
@@ -253,53 +245,26 @@ extension Engine {
     /// only such a read hands anything over (`OnlineDevice.heldBack`), so nothing overtakes it.
     func take(_ messages: [QueuedMessage], token: String, early: EarlyDelivery? = nil, offeredBy: String? = nil,
               fromBacklog: Bool = false, _ s: inout State) -> [Send] {
-        // The entry is found once (a token hashed per lookup was a tenth of this function) and changed
-        // in place through its index: holding a copy of the whole `OnlineDevice` would make its
-        // in-flight map shared and copy it on the write.
-        guard let at = s.sessions.online.index(forKey: token) else { return [] }
-        if fromBacklog {
-            s.sessions.online.values[at].heldBack = false
-        } else if s.sessions.online.values[at].heldBack {
-            return []
-        }
-        let link = s.sessions.online.values[at].link
-        let platform = s.sessions.online.values[at].platform
         let deviceState = s.registry.deviceStates[token] ?? DeviceState()
-        let written = early == nil && offeredBy == nil
-        var room = configuration.deviceWindow - s.sessions.online.values[at].inFlight.count
-        var deliveries: [DeviceDelivery] = []
+        let app = s.registry.devices[token]?.app ?? ""
+        // Out of the state while the connection is changed in place (exclusive access to one part);
+        // taken out, not copied, so that its maps are not copied on the write.
+        var throttle = s.throttle
+        s.throttle = nil
+        defer { s.throttle = throttle }
         var removals: [StoreOp] = []
-        // A message already on this connection, or confirmed on it, is not handed over again (a backlog
-        // read, a hand-over after a commit and another node's announcement may all hold it).
-        for m in messages where deviceState.admits(m, platform: platform) {
-            let id = m.deviceMessageID
-            if let onConnection = s.sessions.online.values[at].inFlight[id] {
-                // Offered by another node and written there after all: its confirmation now removes it here.
-                if written && onConnection.offeredBy != nil { s.sessions.online.values[at].markWritten(id) }
-                continue
-            }
-            let identity = MessageIdentity(m)
-            if s.sessions.online.values[at].confirmed.contains(id, identity) {
-                // Confirmed back to the node that offered it, which wrote it anyway: removed here.
-                if written && s.sessions.online.values[at].confirmedOffers.contains(id, identity) {
-                    removals.append(.removeMessage(token: token, deviceMessageID: id))
-                }
-                continue
-            }
-            // The window is full: this one and everything after it wait for the device's ACKs.
-            guard room > 0 else {
-                s.sessions.online.values[at].heldBack = true
-                break
-            }
-            if s.throttle != nil, !admitThrottled(m, token: token, &s) { continue }
-            room -= 1
-            let d = DeviceDelivery(message: m, toTray: m.kind == .message && m.isNotification && !deviceState.foreground)
-            s.sessions.online.values[at].hold(InFlightDownstream(message: m, toTray: d.toTray, early: early, offeredBy: offeredBy), id: id)
-            deliveries.append(d)
+        let window = configuration.deviceWindow
+        let written = early == nil && offeredBy == nil
+        let send = s.sessions.modify(token) { online -> Send? in
+            let deliveries = online.take(messages, fromBacklog: fromBacklog, deviceState: deviceState, written: written, window: window,
+                                         removals: &removals,
+                                         admit: { m in throttle == nil || admitThrottled(m, token: token, &throttle!) },
+                                         entry: { m, toTray in InFlightDownstream(message: m, toTray: toTray, early: early, offeredBy: offeredBy) })
+            return deliveries.isEmpty ? nil : .device(online.link, deliveries, online.platform ?? .android, app: app,
+                                                      appInBackground: !deviceState.foreground)
         }
         if !removals.isEmpty { committer.submit(removals) }
-        return deliveries.isEmpty ? [] : [.device(link, deliveries, platform ?? .android, app: s.registry.devices[token]?.app ?? "",
-                                                  appInBackground: !deviceState.foreground)]
+        return (send ?? nil).map { [$0] } ?? []
     }
 
     /// Messages handed over live whose write is still waiting (the store does not hold them yet).
@@ -337,8 +302,7 @@ extension Engine {
 
     public func deviceDisconnected(token: String, link: any DeviceLink) {
         let removed = state.withLock { s -> Bool in
-            guard let online = s.sessions.online[token], online.link === link else { return false }
-            s.sessions.online.removeValue(forKey: token)
+            guard s.sessions.disconnect(token, link: link) else { return false }
             s.throttle?.forget(token)
             return true
         }
@@ -374,22 +338,9 @@ extension Engine {
         let now = clock.nowMillis()
         // One critical section and one lookup of the online entry (changed in place through its index).
         let found: (InFlightDownstream, app: String?, apnsToken: String?, calledOff: Bool, refill: (any DeviceLink)?)? = state.withLock { s in
-            guard let at = s.sessions.online.index(forKey: token),
-                  let entry = s.sessions.online.values[at].release(deviceMessageID) else { return nil }
-            let refill = s.sessions.online.values[at].startsRefill(window: configuration.deviceWindow)
-                ? s.sessions.online.values[at].link : nil
-            // Confirmed before its write was taken: the write is called off, here, so that it is known
-            // now that the store never holds the message. Not for a notification bound for the tray
-            // and a message with a receipt, whose removal must commit together with the tray entry or
-            // the receipt (a crash never keeps one without the other).
-            let calledOff = entry.offeredBy == nil && !entry.toTray && !entry.message.deliveryReceiptRequested
-                && entry.early?.ticket.cancel() == true
-            // Only a message the store may hold (or another node may announce) can be handed over
-            // again on this connection: a backlog read or a commit's hand-over after this confirmation
-            // must find it here. One never written cannot come back, and is not remembered.
-            let identity = MessageIdentity(entry.message)
-            if !calledOff { s.sessions.online.values[at].confirmed.insert(deviceMessageID, identity) }
-            if entry.offeredBy != nil { s.sessions.online.values[at].confirmedOffers.insert(deviceMessageID, identity) }
+            let window = configuration.deviceWindow
+            guard let confirmed = s.sessions.modify(token, { $0.confirm(deviceMessageID, window: window) }),
+                  let (entry, calledOff, refill) = confirmed else { return nil }
             let needsDevice = entry.message.deliveryReceiptRequested || entry.message.kind == .apnsNotification
             let device = needsDevice ? s.registry.devices[token] : nil
             return (entry, entry.message.deliveryReceiptRequested ? device?.app : nil, device?.apnsToken, calledOff, refill)
@@ -487,7 +438,7 @@ extension Engine {
         if let fresh { device.replacedBy = fresh.token }
         s.registry.update(device)
         // Offline at once: nothing more is handed to it; the caller closes the connection.
-        let link = s.sessions.online.removeValue(forKey: token)?.link
+        let link = s.sessions.drop(token)
         let topics = s.topics.removeAll(token: token)
         var ops: [StoreOp] = [.upsertDevice(device), .removeAllMessages(token: token), .clearTray(token: token)]
         if !topics.isEmpty { ops.append(.removeSubscriptions(token: token)) }
@@ -581,7 +532,7 @@ extension Engine {
                 if device.senders == [sender] {
                     removed += 1
                     s.registry.remove(token)
-                    if let link = s.sessions.online.removeValue(forKey: token)?.link { links.append(link) }
+                    if let link = s.sessions.drop(token) { links.append(link) }
                     _ = s.topics.removeAll(token: token)
                 } else {
                     var shared = device
@@ -612,11 +563,10 @@ extension Engine {
             let registryBefore = s.registry
             let groupsBefore = s.groups
             let topicsBefore = s.topics
-            let links = s.sessions.online.values.map(\.link)
             let count = s.registry.devices.count
             s.registry.removeAllDevices()
             s.groups.removeAll()
-            s.sessions.online = [:]
+            let links = s.sessions.dropAll()
             let queuedBefore = s.outbound.takeAllQueued()
             s.topics = TopicRegistry()
             for id in s.outbound.connections.keys { s.outbound.connections[id]?.inFlight = [:] }
@@ -645,8 +595,8 @@ extension Engine {
     public func tapNotification(token: String, deviceMessageID: String) async throws(DeviceManagementError) -> TrayEntry? {
         guard device(token: token) != nil else { throw .unknownDevice(token) }
         let claim = token + " " + deviceMessageID
-        guard state.withLock({ $0.sessions.taps.insert(claim).inserted }) else { return nil }
-        defer { state.withLock { _ = $0.sessions.taps.remove(claim) } }
+        guard state.withLock({ $0.sessions.claimTap(claim) }) else { return nil }
+        defer { state.withLock { $0.sessions.endTap(claim) } }
         let entries: [TrayEntry]
         do { entries = try store.tray(token: token) } catch { throw .storeFailure("\(error)") }
         guard let entry = entries.first(where: { $0.deviceMessageID == deviceMessageID }) else { return nil }

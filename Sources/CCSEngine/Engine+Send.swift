@@ -189,7 +189,7 @@ extension Engine {
             // back in the store): store it like any other message, behind those.
             if message.timeToLive == 0 { return .dropped }
         }
-        if queued.kind == .apnsNotification { s.sessions.online[to]?.apnsStored = .mayHold }
+        if queued.kind == .apnsNotification { s.sessions.modify(to) { $0.storedAPNsNotification() } }
         var stored = limits ?? storageLimits(token: to, senderID: senderID, now: now)
         // The 100-message limit is on what waits, not on what the device's connection holds: a
         // connected device whose window is full would otherwise lose its messages as soon as
@@ -242,15 +242,13 @@ extension Engine {
         // Under the lock for the same reason as below: an uninstall comes before or after, not between.
         let submitted = state.withLock { s -> Bool in
             guard s.registry.devices[queued.token]?.status == .active else { return false }
-            s.sessions.offered[id] = Offered(message: queued, early: early)
+            s.sessions.offer(Offered(message: queued, early: early), id: id)
             if let key = queued.collapseKey { committer.submit(.collapse(token: queued.token, collapseKey: key)) }
             committer.submit([.enqueue(queued, limits: limits)], ticket: early.ticket) { [self] error in
                 // Written: a confirmation that came meanwhile, or comes later, removes it (the device
                 // has it), after this commit in the writer's order.
                 let confirmed = state.withLock { s -> Bool in
-                    guard let o = s.sessions.offered.removeValue(forKey: id) else { return false }
-                    if !o.confirmed && error == nil { s.sessions.writtenOffers.insert(id, queued.token) }
-                    return o.confirmed
+                    s.sessions.offerWritten(id, token: queued.token, succeeded: error == nil)?.confirmed ?? false
                 }
                 if confirmed && error == nil { committer.submit(.removeMessage(token: queued.token, deviceMessageID: id)) }
                 if error == nil { journal(.stored, queued) }

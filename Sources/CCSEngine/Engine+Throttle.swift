@@ -7,16 +7,16 @@ import StoreModel
 extension Engine {
     /// Whether `m` may go to `token` now; counts it if so. A collapsible message that may not is held
     /// back, journaled `throttled` once. Non-collapsible messages and the service's own notices pass.
-    func admitThrottled(_ m: QueuedMessage, token: String, _ s: inout State) -> Bool {
+    func admitThrottled(_ m: QueuedMessage, token: String, _ throttle: inout CollapsibleThrottle) -> Bool {
         guard m.kind == .message, let key = m.collapseKey else { return true }
         let now = clock.nowMillis()
-        if s.throttle!.admit(token, now: now) {
-            s.throttle!.release(token, collapseKey: key)
+        if throttle.admit(token, now: now) {
+            throttle.release(token, collapseKey: key)
             return true
         }
-        if s.throttle!.hold(token, collapseKey: key, id: m.deviceMessageID) {
-            let next = s.throttle!.nextRefillMillis(token, now: now).map { " until \($0)" } ?? ""
-            journal(.throttled, m, detail: "collapsible-message throttle: held back\(next) (\(s.throttle!.rate) per device)")
+        if throttle.hold(token, collapseKey: key, id: m.deviceMessageID) {
+            let next = throttle.nextRefillMillis(token, now: now).map { " until \($0)" } ?? ""
+            journal(.throttled, m, detail: "collapsible-message throttle: held back\(next) (\(throttle.rate) per device)")
         }
         return false
     }
