@@ -62,9 +62,7 @@ extension Engine {
     @discardableResult
     public func connectionOpened(_ info: AppServerConnectionInfo, link: any AppServerLink) -> Bool {
         let result = state.withLock { s -> [Send]? in
-            if (s.outbound.connectionsBySender[info.senderID]?.count ?? 0) >= configuration.maxConnectionsPerSender { return nil }
-            s.outbound.connections[info.id] = ConnectionEntry(info: info, link: link)
-            s.outbound.connectionsBySender[info.senderID, default: []].append(info.id)
+            guard s.outbound.addConnection(info, link: link, limit: configuration.maxConnectionsPerSender) else { return nil }
             return dispatchOutbound(sender: info.senderID, &s)
         }
         guard let sends = result else { return false }
@@ -89,10 +87,7 @@ extension Engine {
     public func connectionClosed(id: String) {
         var released: [OutboundRecord] = []
         let sends = state.withLock { s -> [Send] in
-            guard let entry = s.outbound.connections.removeValue(forKey: id) else { return [] }
-            let sender = entry.info.senderID
-            s.outbound.connectionsBySender[sender]?.removeAll { $0 == id }
-            s.outbound.requeue(entry.inFlight.values.map(\.record), sender: sender)
+            guard let sender = s.outbound.removeConnection(id) else { return [] }
             released = releasableOutbound(sender: sender, &s)
             return dispatchOutbound(sender: sender, &s)
         }

@@ -71,9 +71,9 @@ extension Engine: ClusterEvents {
     /// Gives items up to the other nodes; the admin view lists them here until the release commits.
     func release(_ records: [OutboundRecord]) {
         guard let cluster, !records.isEmpty else { return }
-        state.withLock { s in for r in records { s.outbound.releasing[r.key] = r } }
+        state.withLock { $0.outbound.markReleasing(records) }
         cluster.releaseOutbound(records) { [self] in
-            state.withLock { s in for r in records { s.outbound.releasing[r.key] = nil } }
+            state.withLock { $0.outbound.releaseCommitted(records) }
         }
     }
 

@@ -545,9 +545,7 @@ extension Engine {
                 for token in tokens { _ = s.topics.remove(topic, token: token) }
             }
             s.groups.removeAll(sender: sender)
-            s.outbound.pending[sender] = nil
-            s.outbound.upstreamIDs = s.outbound.upstreamIDs.filter { $0.key.sender != sender }
-            for id in s.outbound.connectionsBySender[sender] ?? [] { s.outbound.connections[id]?.inFlight = [:] }
+            s.outbound.forget(sender: sender)
             return .success(Change(value: (removed, links), ops: ops, undo: { s in s = before }))
         }
         for link in links { link.close() }
@@ -569,7 +567,7 @@ extension Engine {
             let links = s.sessions.dropAll()
             let queuedBefore = s.outbound.takeAllQueued()
             s.topics = TopicRegistry()
-            for id in s.outbound.connections.keys { s.outbound.connections[id]?.inFlight = [:] }
+            s.outbound.forgetInFlight(sender: nil)
             return .success(Change(value: (count, links), ops: [.removeAllDevices], undo: { s in
                 guard s.registry.devices.isEmpty else { return }
                 s.registry.restoreDevices(from: registryBefore)

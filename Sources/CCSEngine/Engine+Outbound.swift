@@ -68,17 +68,13 @@ extension Engine {
         let check: UpstreamCheck = state.withLock { s in
             guard let device = s.registry.devices[token], device.status == .active else { return .error("DEVICE_UNREGISTERED") }
             guard device.senders.contains(senderID) else { return .error("INVALID_SENDER") }
-            // The id is taken from here on (until ACKed or given up), so that a second copy sent
-            // before the first is committed is a duplicate too.
-            // One lookup of the holder (its key hashes a 150-byte token), then through its index.
-            let held = UpstreamHolder(sender: senderID, token: token)
-            let at = s.outbound.upstreamIDs.index(forKey: held)
-            if let at, s.outbound.upstreamIDs.values[at].contains(messageID) { return .error("DUPLICATE_MESSAGE_ID") }
-            if (at.map { s.outbound.upstreamIDs.values[$0].count } ?? 0) >= configuration.maxPendingUpstreamPerDevice {
-                return .error("TOO_MANY_MESSAGES")
+            // The id is taken from here on (until ACKed or given up).
+            switch s.outbound.claimUpstreamID(messageID, for: UpstreamHolder(sender: senderID, token: token),
+                                              limit: configuration.maxPendingUpstreamPerDevice) {
+            case .duplicate: return .error("DUPLICATE_MESSAGE_ID")
+            case .tooMany: return .error("TOO_MANY_MESSAGES")
+            case .claimed: return .ok(app: device.app, from: device.canonicalToken)
             }
-            if let at { s.outbound.upstreamIDs.values[at].insert(messageID) } else { s.outbound.upstreamIDs[held] = [messageID] }
-            return .ok(app: device.app, from: device.canonicalToken)
         }
         let category: String, from: String
         switch check {
@@ -113,15 +109,15 @@ extension Engine {
         let key = record.key
         let ticket = WriteTicket()
         let sends = state.withLock { s -> [Send]? in
-            guard s.outbound.pending[record.senderID]?.isEmpty ?? true else { return nil }
+            guard s.outbound.isQueueEmpty(sender: record.senderID) else { return nil }
             s.outbound.append(record)
             let sends = dispatchOutbound(sender: record.senderID, &s)
             // No open connection had room: it was the only item, so nothing went out.
-            guard s.outbound.pending[record.senderID]?.isEmpty ?? true else {
-                s.outbound.pending[record.senderID] = nil
+            guard s.outbound.isQueueEmpty(sender: record.senderID) else {
+                _ = s.outbound.takeQueue(sender: record.senderID)
                 return nil
             }
-            s.outbound.liveUpstream[key] = LiveUpstream(ticket: ticket, settle: completion)
+            s.outbound.goLive(key, LiveUpstream(ticket: ticket, settle: completion))
             return sends
         }
         guard let sends else { return false }
@@ -130,7 +126,7 @@ extension Engine {
         // never runs a completion inside `submit`, even once stopped.
         committer.submit([.addOutbound(record)], ticket: ticket) { [self] error in
             state.withLock { s in
-                if s.outbound.liveUpstream[key]?.ticket === ticket { s.outbound.liveUpstream[key] = nil }
+                s.outbound.endLive(key, ticket: ticket)
                 if error != nil { Self.releaseUpstreamID(of: record, &s) }
             }
             completion(error == nil ? .sent(messageID: record.messageID)
@@ -142,11 +138,7 @@ extension Engine {
 
     /// An upstream message is done (ACKed, given up, or never stored): its id may be used again.
     static func releaseUpstreamID(of r: OutboundRecord, _ s: inout State) {
-        guard r.kind == .upstream else { return }
-        // One lookup of the holder (its key hashes a 150-byte token), changed in place through its index.
-        guard let at = s.outbound.upstreamIDs.index(forKey: UpstreamHolder(sender: r.senderID, token: r.token)) else { return }
-        s.outbound.upstreamIDs.values[at].remove(r.messageID)
-        if s.outbound.upstreamIDs.values[at].isEmpty { s.outbound.upstreamIDs.remove(at: at) }
+        s.outbound.releaseUpstreamID(of: r)
     }
 
     private enum UpstreamCheck {
@@ -173,11 +165,8 @@ extension Engine {
             }
             s.outbound.append(record)
             let sends = dispatchOutbound(sender: record.senderID, &s)
-            while let count = s.outbound.pending[record.senderID]?.count, count > configuration.maxPendingOutboundPerSender,
-                  let oldest = s.outbound.pending[record.senderID]?.removeFirst() {
-                Self.releaseUpstreamID(of: oldest, &s)
-                dropped.append(oldest)
-            }
+            dropped = s.outbound.trim(sender: record.senderID, to: configuration.maxPendingOutboundPerSender)
+            for r in dropped { s.outbound.releaseUpstreamID(of: r) }
             return sends
         }
         if released { release([record]) }
@@ -192,54 +181,25 @@ extension Engine {
 
     /// Whether the sender has a connection here that takes outbound traffic (one not draining).
     static func hasOpenConnection(sender: String, _ s: State) -> Bool {
-        (s.outbound.connectionsBySender[sender] ?? []).contains { s.outbound.connections[$0]?.link.isDraining == false }
+        s.outbound.hasOpenConnection(sender: sender)
     }
 
     /// In a cluster: when the sender has no open connection here any more, what waits here for it is
     /// given up to the other nodes (taken out of this node's state; the caller releases the records).
     func releasableOutbound(sender: String, _ s: inout State) -> [OutboundRecord] {
         guard cluster != nil, !Self.hasOpenConnection(sender: sender, s),
-              let queue = s.outbound.pending.removeValue(forKey: sender) else { return [] }
+              let queue = s.outbound.takeQueue(sender: sender) else { return [] }
         for r in queue { Self.releaseUpstreamID(of: r, &s) }
         return Array(queue)
     }
 
-    /// Hands queued outbound messages to the sender's connections: each message to the connection with
-    /// the most free window (ties broken round-robin), never past the window, never to a draining one.
+    /// Hands queued outbound messages to the sender's connections (`OutboundRouter.dispatch`), and
+    /// counts and journals each.
     func dispatchOutbound(sender: String, _ s: inout State) -> [Send] {
-        guard s.outbound.pending[sender]?.isEmpty == false else { return [] }
-        let window = configuration.maxUnackedOutbound
-        // Each connection's entry is read once per round, through its index: reading
-        // `s.outbound.connections[id]?.…` copied the whole entry (its link, its info, its in-flight map) for
-        // every connection and every message handed out.
-        var open: [(index: Dictionary<String, ConnectionEntry>.Index, free: Int)] = []
-        for id in s.outbound.connectionsBySender[sender] ?? [] {
-            guard let at = s.outbound.connections.index(forKey: id), !s.outbound.connections.values[at].link.isDraining else { continue }
-            open.append((at, window - s.outbound.connections.values[at].inFlight.count))
-        }
-        guard !open.isEmpty else { return [] }
-        // Taken out of the map while it is worked on: a copy read from the map shares its storage, and
-        // the first removal then copied the whole queue (per message handed out).
-        var queue = s.outbound.pending.removeValue(forKey: sender)!
-        let now = clock.nowMillis()
+        let handed = s.outbound.dispatch(sender: sender, window: configuration.maxUnackedOutbound, now: clock.nowMillis())
+        guard !handed.isEmpty else { return [] }
         var batches: [String: [OutboundMessage]] = [:]
-        s.outbound.roundRobin &+= 1
-        while let next = queue.first {
-            var best = -1
-            var bestFree = 0
-            for k in 0..<open.count {
-                let i = (k + s.outbound.roundRobin) % open.count
-                if open[i].free > bestFree { best = i; bestFree = open[i].free }
-            }
-            guard best >= 0 else { break }
-            let at = open[best].index
-            let chosen = s.outbound.connections.keys[at]
-            // Expired ones are dropped by the tick, which tells the device; until then (and for TTL 0,
-            // "now or never") a free window takes them.
-            queue.removeFirst()
-            if s.outbound.connections.values[at].inFlight.updateValue(SentOutbound(record: next, sentAt: now), forKey: next.key) == nil {
-                open[best].free -= 1
-            }
+        for (chosen, next) in handed {
             switch next.kind {
             case .upstream: metrics?.outboundUpstream.increment()
             case .receipt: metrics?.outboundReceipts.increment()
@@ -248,9 +208,7 @@ extension Engine {
                 journal(.receiptSent, messageID: about, sender: sender, token: next.token, connection: chosen)
             }
             batches[chosen, default: []].append(OutboundMessage(messageID: next.messageID, json: next.json))
-            s.outbound.roundRobin &+= 1
         }
-        s.outbound.pending[sender] = queue
         return batches.compactMap { id, messages in
             s.outbound.connections[id].map { .appServer($0.link, messages) }
         }
@@ -263,17 +221,14 @@ extension Engine {
     public func appServerAcknowledged(connectionID: String, messageID: String, to: String? = nil) {
         var settled: (settle: @Sendable (UpstreamOutcome) -> Void, messageID: String)?
         let sends = state.withLock { s -> [Send] in
-            // Changed in place: a copy of the entry shared its in-flight map, which the removal then
-            // copied whole (up to the window's 100 items per ACK).
-            guard let key = s.outbound.connections[connectionID]?.acknowledged(messageID: messageID, to: to),
-                  let sent = s.outbound.connections[connectionID]?.inFlight.removeValue(forKey: key),
-                  let senderID = s.outbound.connections[connectionID]?.info.senderID else { return [] }
+            guard let (key, sent, senderID) = s.outbound.acknowledge(connectionID: connectionID, messageID: messageID, to: to)
+            else { return [] }
             Self.releaseUpstreamID(of: sent.record, &s)
             if let about = sent.record.aboutMessageID {
                 journal(.receiptAcked, messageID: about, sender: sent.record.senderID, token: sent.record.token,
                         connection: connectionID)
             }
-            if let live = s.outbound.liveUpstream.removeValue(forKey: key), live.ticket.cancel() {
+            if let live = s.outbound.takeLive(key), live.ticket.cancel() {
                 // Its write was called off: there is nothing to remove, and the device's `sent` is due now.
                 settled = (live.settle, sent.record.messageID)
                 return dispatchOutbound(sender: senderID, &s)
@@ -282,8 +237,8 @@ extension Engine {
                                             token: sent.record.token, messageID: sent.record.messageID)
             if cluster != nil {
                 // Until the removal commits, the store still holds it: the admin view must not list it.
-                s.outbound.removing.insert(key)
-                committer.submit(op) { [self] _ in state.withLock { _ = $0.outbound.removing.remove(key) } }
+                s.outbound.markRemoving(key)
+                committer.submit(op) { [self] _ in state.withLock { $0.outbound.removalCommitted(key) } }
             } else {
                 committer.submit(op)
             }
@@ -371,7 +326,7 @@ extension Engine {
     func outboundDropped(_ r: OutboundRecord, now: Int64, error: String) {
         // Given up before its live write was taken: it is never written, and the device hears only
         // `send_error`. (Taken already: its commit answers `sent` first, as on the path without one.)
-        if let live = state.withLock({ $0.outbound.liveUpstream.removeValue(forKey: r.key) }) { _ = live.ticket.cancel() }
+        if let live = state.withLock({ $0.outbound.takeLive(r.key) }) { _ = live.ticket.cancel() }
         var ops: [StoreOp] = [.removeOutbound(senderID: r.senderID, kind: r.kind, token: r.token, messageID: r.messageID)]
         var notice: QueuedMessage?
         if r.kind == .upstream {

@@ -91,7 +91,8 @@ public final class Engine: Sendable {
         for record in cluster == nil ? try committer.store.loadOutbound() : [] {
             s.outbound.append(record)
             if record.kind == .upstream {
-                s.outbound.upstreamIDs[UpstreamHolder(sender: record.senderID, token: record.token), default: []].insert(record.messageID)
+                _ = s.outbound.claimUpstreamID(record.messageID, for: UpstreamHolder(sender: record.senderID, token: record.token),
+                                               limit: .max)
             }
         }
         state = Locked(s)

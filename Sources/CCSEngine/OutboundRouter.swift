@@ -10,11 +10,11 @@ extension Engine {
     /// to the connection with the most free window; the tick finds what expired or waited past the ACK
     /// timeout without copying a queue (`expiredPending`, `takeDueInFlight`).
     struct OutboundRouter {
-        var connections: [String: ConnectionEntry] = [:]
-        var connectionsBySender: [String: [String]] = [:]
+        private(set) var connections: [String: ConnectionEntry] = [:]
+        private(set) var connectionsBySender: [String: [String]] = [:]
         /// Outbound messages per sender not on any connection, oldest first. A record put here goes
         /// through `append` or `requeue`, which keep the sender's expiry bound.
-        var pending: [String: Deque<OutboundRecord>] = [:]
+        private(set) var pending: [String: Deque<OutboundRecord>] = [:]
         /// Per sender, a time before which no record of its pending queue expires (a lower bound:
         /// records taken out since may have raised the true first expiry). No bound: not known, the
         /// tick looks. So the tick reads a queue only when something in it may have expired, not every
@@ -22,15 +22,171 @@ extension Engine {
         private var pendingExpiresNotBefore: [String: Int64] = [:]
         /// Ids of the upstream messages each device has waiting for each sender (pending or sent and
         /// not ACKed): the duplicate and per-device limit checks look here, not through the queues.
-        var upstreamIDs: [UpstreamHolder: Set<String>] = [:]
-        var roundRobin = 0
+        private(set) var upstreamIDs: [UpstreamHolder: Set<String>] = [:]
+        private var roundRobin = 0
         /// In a cluster: items given up to the other nodes whose release is not committed yet, and items
         /// ACKed here whose removal is not: the admin view shows the first and not the second.
-        var releasing: [OutboundKey: OutboundRecord] = [:]
-        var removing: Set<OutboundKey> = []
+        private(set) var releasing: [OutboundKey: OutboundRecord] = [:]
+        private(set) var removing: Set<OutboundKey> = []
         /// Upstream messages handed to an app server before their write was taken by the writer: an
         /// ACK that comes first calls the write off and answers the device (Engine+Outbound.swift).
-        var liveUpstream: [OutboundKey: LiveUpstream] = [:]
+        private var liveUpstream: [OutboundKey: LiveUpstream] = [:]
+
+        // MARK: connections
+
+        /// A bound connection joins its sender's; false when the sender has `limit` already.
+        mutating func addConnection(_ info: AppServerConnectionInfo, link: any AppServerLink, limit: Int) -> Bool {
+            if (connectionsBySender[info.senderID]?.count ?? 0) >= limit { return false }
+            connections[info.id] = ConnectionEntry(info: info, link: link)
+            connectionsBySender[info.senderID, default: []].append(info.id)
+            return true
+        }
+
+        /// The connection is gone: what it had not ACKed goes back to the front of its sender's queue.
+        /// Returns its sender.
+        mutating func removeConnection(_ id: String) -> String? {
+            guard let entry = connections.removeValue(forKey: id) else { return nil }
+            let sender = entry.info.senderID
+            connectionsBySender[sender]?.removeAll { $0 == id }
+            requeue(entry.inFlight.values.map(\.record), sender: sender)
+            return sender
+        }
+
+        /// Whether the sender has a connection that takes outbound traffic (one not draining).
+        func hasOpenConnection(sender: String) -> Bool {
+            (connectionsBySender[sender] ?? []).contains { connections[$0]?.link.isDraining == false }
+        }
+
+        /// Forgets what the connections of `sender` (every sender's, for nil) hold unACKed (a reset).
+        mutating func forgetInFlight(sender: String?) {
+            let ids = sender.map { connectionsBySender[$0] ?? [] } ?? Array(connections.keys)
+            for id in ids { connections[id]?.inFlight = [:] }
+        }
+
+        /// Forgets one sender's queue, upstream ids and unACKed items (its reset); its connections stay.
+        mutating func forget(sender: String) {
+            pending[sender] = nil
+            upstreamIDs = upstreamIDs.filter { $0.key.sender != sender }
+            forgetInFlight(sender: sender)
+        }
+
+        // MARK: queues
+
+        func isQueueEmpty(sender: String) -> Bool { pending[sender]?.isEmpty ?? true }
+
+        /// Takes the sender's whole queue out (given up to other nodes, or a live try that found no room).
+        mutating func takeQueue(sender: String) -> Deque<OutboundRecord>? {
+            pending.removeValue(forKey: sender)
+        }
+
+        /// Drops the oldest records past `limit` in the sender's queue; returns them.
+        mutating func trim(sender: String, to limit: Int) -> [OutboundRecord] {
+            var dropped: [OutboundRecord] = []
+            while let count = pending[sender]?.count, count > limit, let oldest = pending[sender]?.removeFirst() {
+                dropped.append(oldest)
+            }
+            return dropped
+        }
+
+        // MARK: upstream ids
+
+        enum UpstreamIDClaim {
+            case claimed, duplicate, tooMany
+        }
+
+        /// Takes an upstream message id for its device and sender until it is released, so that a
+        /// second copy sent before the first is committed is a duplicate too.
+        mutating func claimUpstreamID(_ messageID: String, for holder: UpstreamHolder, limit: Int) -> UpstreamIDClaim {
+            // One lookup of the holder (its key hashes a 150-byte token), then through its index.
+            let at = upstreamIDs.index(forKey: holder)
+            if let at, upstreamIDs.values[at].contains(messageID) { return .duplicate }
+            if (at.map { upstreamIDs.values[$0].count } ?? 0) >= limit { return .tooMany }
+            if let at { upstreamIDs.values[at].insert(messageID) } else { upstreamIDs[holder] = [messageID] }
+            return .claimed
+        }
+
+        /// An upstream message is done (ACKed, given up, or never stored): its id may be used again.
+        mutating func releaseUpstreamID(of r: OutboundRecord) {
+            guard r.kind == .upstream else { return }
+            guard let at = upstreamIDs.index(forKey: UpstreamHolder(sender: r.senderID, token: r.token)) else { return }
+            upstreamIDs.values[at].remove(r.messageID)
+            if upstreamIDs.values[at].isEmpty { upstreamIDs.remove(at: at) }
+        }
+
+        // MARK: dispatch and ACKs
+
+        /// Hands the sender's queue to its connections: each record to the connection with the most
+        /// free window (ties broken round-robin), never past `window`, never to a draining one. Returns
+        /// (connection id, record) in the order handed out.
+        mutating func dispatch(sender: String, window: Int, now: Int64) -> [(connection: String, record: OutboundRecord)] {
+            guard pending[sender]?.isEmpty == false else { return [] }
+            // Each connection's entry is read once per round, through its index: reading
+            // `connections[id]?.…` copied the whole entry (its link, its info, its in-flight map) for
+            // every connection and every message handed out.
+            var open: [(index: Dictionary<String, ConnectionEntry>.Index, free: Int)] = []
+            for id in connectionsBySender[sender] ?? [] {
+                guard let at = connections.index(forKey: id), !connections.values[at].link.isDraining else { continue }
+                open.append((at, window - connections.values[at].inFlight.count))
+            }
+            guard !open.isEmpty else { return [] }
+            // Taken out of the map while it is worked on: a copy read from the map shares its storage,
+            // and the first removal then copied the whole queue (per message handed out).
+            var queue = pending.removeValue(forKey: sender)!
+            var out: [(connection: String, record: OutboundRecord)] = []
+            roundRobin &+= 1
+            while let next = queue.first {
+                var best = -1
+                var bestFree = 0
+                for k in 0..<open.count {
+                    let i = (k + roundRobin) % open.count
+                    if open[i].free > bestFree { best = i; bestFree = open[i].free }
+                }
+                guard best >= 0 else { break }
+                let at = open[best].index
+                // Expired ones are dropped by the tick, which tells the device; until then (and for TTL
+                // 0, "now or never") a free window takes them.
+                queue.removeFirst()
+                if connections.values[at].inFlight.updateValue(SentOutbound(record: next, sentAt: now), forKey: next.key) == nil {
+                    open[best].free -= 1
+                }
+                out.append((connections.keys[at], next))
+                roundRobin &+= 1
+            }
+            pending[sender] = queue
+            return out
+        }
+
+        /// An app server's ACK on `connectionID`: the item it means leaves that connection's window
+        /// (only the connection that received it can ACK it). Nil for an unknown or duplicate ACK.
+        mutating func acknowledge(connectionID: String, messageID: String, to: String?) -> (key: OutboundKey, sent: SentOutbound, sender: String)? {
+            // Changed in place: a copy of the entry shared its in-flight map, which the removal then
+            // copied whole (up to the window's 100 items per ACK).
+            guard let at = connections.index(forKey: connectionID),
+                  let key = connections.values[at].acknowledged(messageID: messageID, to: to),
+                  let sent = connections.values[at].inFlight.removeValue(forKey: key) else { return nil }
+            return (key, sent, connections.values[at].info.senderID)
+        }
+
+        // MARK: live upstream, cluster hand-offs
+
+        mutating func goLive(_ key: OutboundKey, _ live: LiveUpstream) { liveUpstream[key] = live }
+
+        /// The live write committed (or failed): the entry of that write, if still there, goes.
+        mutating func endLive(_ key: OutboundKey, ticket: WriteTicket) {
+            if liveUpstream[key]?.ticket === ticket { liveUpstream[key] = nil }
+        }
+
+        mutating func takeLive(_ key: OutboundKey) -> LiveUpstream? { liveUpstream.removeValue(forKey: key) }
+
+        mutating func markReleasing(_ records: [OutboundRecord]) { for r in records { releasing[r.key] = r } }
+
+        mutating func releaseCommitted(_ records: [OutboundRecord]) { for r in records { releasing[r.key] = nil } }
+
+        mutating func markRemoving(_ key: OutboundKey) { removing.insert(key) }
+
+        mutating func removalCommitted(_ key: OutboundKey) { removing.remove(key) }
+
+        // MARK: queue order and expiry
 
         /// Puts `record` at the end of its sender's queue.
         mutating func append(_ record: OutboundRecord) {
@@ -127,54 +283,5 @@ extension Engine {
             }
             return (expired, timedOut, senders)
         }
-    }
-
-    struct SentOutbound {
-        var record: OutboundRecord
-        var sentAt: Int64
-    }
-
-    /// An outbound item is one device's: two devices may use the same upstream message id, and an
-    /// app server may reuse a message id (and so a receipt id) for two devices.
-    struct OutboundKey: Hashable {
-        var kind: OutboundKind
-        var token: String
-        var messageID: String
-    }
-
-    /// A device's upstream messages to one sender.
-    struct UpstreamHolder: Hashable {
-        var sender: String
-        var token: String
-    }
-
-    struct ConnectionEntry {
-        var info: AppServerConnectionInfo
-        let link: any AppServerLink
-        /// Upstream messages and receipts written to this connection and not yet ACKed.
-        var inFlight: [OutboundKey: SentOutbound] = [:]
-
-        /// The in-flight item an app server's ACK of `messageID` (receipts with or without `dr2:`)
-        /// means: the one from the device named by `to` when there is one, else the oldest with that id
-        /// (a receipt's ACK carries no device; same-id receipts are then ACKed oldest first).
-        func acknowledged(messageID: String, to: String?) -> OutboundKey? {
-            if let to, inFlight[OutboundKey(kind: .upstream, token: to, messageID: messageID)] != nil {
-                return OutboundKey(kind: .upstream, token: to, messageID: messageID)
-            }
-            let receiptID = DeliveryReceipt.messageIDPrefix + messageID
-            var best: (key: OutboundKey, sent: SentOutbound)?
-            for (key, sent) in inFlight where key.messageID == messageID || key.messageID == receiptID {
-                if key.token == to { return key }
-                if best == nil || (sent.sentAt, sent.record.createdAt) < (best!.sent.sentAt, best!.sent.record.createdAt) {
-                    best = (key, sent)
-                }
-            }
-            return best?.key
-        }
-    }
-
-    struct LiveUpstream {
-        let ticket: WriteTicket
-        let settle: @Sendable (UpstreamOutcome) -> Void
     }
 }
