@@ -350,7 +350,6 @@ extension Engine {
         defer { if let refill { deliverBacklog(token: token, link: refill) } }
         let m = entry.message
         journal(.deviceAcked, m, token: token)
-        metrics?.deviceAcks.increment()
         if entry.toTray { journal(.shownInTray, m, token: token) }
         if m.kind == .apnsNotification {
             recordAPNsDelivery(m, deviceToken: apnsToken)
@@ -599,7 +598,7 @@ extension Engine {
         do { entries = try store.tray(token: token) } catch { throw .storeFailure("\(error)") }
         guard let entry = entries.first(where: { $0.deviceMessageID == deviceMessageID }) else { return nil }
         try await commit([.removeFromTray(token: token, deviceMessageID: deviceMessageID)])
-        journal(.tapped, messageID: deviceMessageID, sender: nil, token: token)
+        report(.tapped(deviceMessageID: deviceMessageID, token: token))
         return entry
     }
 }

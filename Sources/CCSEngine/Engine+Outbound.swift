@@ -200,12 +200,9 @@ extension Engine {
         guard !handed.isEmpty else { return [] }
         var batches: [String: [OutboundMessage]] = [:]
         for (chosen, next) in handed {
-            switch next.kind {
-            case .upstream: metrics?.outboundUpstream.increment()
-            case .receipt: metrics?.outboundReceipts.increment()
-            }
+            report(.outboundSent(next.kind))
             if let about = next.aboutMessageID {
-                journal(.receiptSent, messageID: about, sender: sender, token: next.token, connection: chosen)
+                report(.receipt(.sent, aboutMessageID: about, sender: sender, token: next.token, connection: chosen))
             }
             batches[chosen, default: []].append(OutboundMessage(messageID: next.messageID, json: next.json))
         }
@@ -225,8 +222,8 @@ extension Engine {
             else { return [] }
             Self.releaseUpstreamID(of: sent.record, &s)
             if let about = sent.record.aboutMessageID {
-                journal(.receiptAcked, messageID: about, sender: sent.record.senderID, token: sent.record.token,
-                        connection: connectionID)
+                report(.receipt(.acked, aboutMessageID: about, sender: sent.record.senderID, token: sent.record.token,
+                                connection: connectionID))
             }
             if let live = s.outbound.takeLive(key), live.ticket.cancel() {
                 // Its write was called off: there is nothing to remove, and the device's `sent` is due now.

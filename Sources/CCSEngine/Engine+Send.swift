@@ -12,12 +12,12 @@ extension Engine {
     /// deliberately not stored: dry run, TTL 0).
     public func send(_ request: SendRequest, completion given: @escaping @Sendable ([SendResult]) -> Void) {
         let answer: @Sendable ([SendResult]) -> Void
-        if let metrics {
+        if !observers.isEmpty {
             let start = ContinuousClock.now
-            answer = { results in
+            answer = { [self] results in
                 let took = ContinuousClock.now - start
-                metrics.sendTook(api: request.origin.api,
-                                 nanoseconds: took.components.seconds * 1_000_000_000 + took.components.attoseconds / 1_000_000_000)
+                report(.sendTook(request.origin.api,
+                                 nanoseconds: took.components.seconds * 1_000_000_000 + took.components.attoseconds / 1_000_000_000))
                 given(results)
             }
         } else {

@@ -230,13 +230,7 @@ extension Engine {
                     completion([.refused(.unavailable)])
                     return
                 }
-                if let journal {
-                    journal.record(JournalEvent(at: clock.nowMillis(), kind: .fannedOut, messageID: queued.deviceMessageID,
-                                                sender: senderID, topic: from == senderID ? nil : from,
-                                                detail: "\(members.count) devices"))
-                }
-                metrics?.fanOuts.increment()
-                metrics?.fanOutDevices.increment(by: members.count)
+                report(.fannedOut(queued, topic: from == senderID ? nil : from, devices: members.count))
                 handOverFannedOut(queued, members: members)
                 completion([.fannedOut(messageID: micros)])
             }

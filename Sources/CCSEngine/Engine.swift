@@ -39,21 +39,21 @@ public final class Engine: Sendable {
     struct RegistrationObserver: Sendable {
         let call: @Sendable (DeviceRecord) -> Void
     }
-    /// Messages the store dropped as they arrived (the 100-message limit): their commit is no `stored`.
-    let droppedOnArrival = Locked<Set<String>>([])
-    /// Removals of a transaction, journaled after its completions: a message written and dropped in
-    /// one transaction then reads `stored`, `accepted`, `discarded`, in that order.
-    let removalsToJournal = Locked<[QueueRemoval]>([])
+    /// Who hears the engine's `DeliveryEvent`s: the journal and the metrics when on, then any given.
+    let observers: [any DeliveryObserver]
 
     public init(committer: GroupCommitter, clock: any EngineClock, configuration: Configuration,
                 journal: MessageJournal? = nil, metrics: EngineMetrics? = nil, cluster: (any ClusterCoordinator)? = nil,
-                logger: Logger = Logger(label: "ccs.engine")) throws {
+                observers more: [any DeliveryObserver] = [], logger: Logger = Logger(label: "ccs.engine")) throws {
         self.committer = committer
         self.cluster = cluster
         messageIDSlot = cluster.map { MessageIDSlot(slot: $0.messageIDSlot % MessageIDSlot.count, of: MessageIDSlot.count) }
             ?? .whole
         self.journal = journal
         self.metrics = metrics
+        let observers: [any DeliveryObserver] = (journal.map { [JournalObserver(journal: $0, now: { clock.nowMillis() })] } ?? [])
+            + (metrics.map { [$0] } ?? []) + more
+        self.observers = observers
         self.clock = clock
         self.configuration = configuration
         self.logger = logger
@@ -66,7 +66,7 @@ public final class Engine: Sendable {
             }
         }
         faults = FaultInjector(rules: rules, now: { clock.nowMillis() }, onFault: { entry in
-            Self.journalFault(entry, journal: journal, now: clock.nowMillis())
+            for o in observers { o.observe(.faultApplied(entry)) }
             logger.info("fault injected", metadata: ["rule": "\(entry.ruleID)", "action": "\(entry.action)",
                                                      "origin": "\(entry.subject.origin)",
                                                      "message_id": "\(entry.subject.messageID ?? "-")",
@@ -96,13 +96,7 @@ public final class Engine: Sendable {
             }
         }
         state = Locked(s)
-        connectJournal()
-        if let metrics {
-            committer.observeBatches { ops, nanoseconds in
-                metrics.commitDuration.recordNanoseconds(Int64(nanoseconds))
-                metrics.batchSize.record(ops)
-            }
-        }
+        connectObservers()
     }
     func nextMicros(_ s: inout State) -> Int64 {
         let micros = messageIDSlot.next(after: s.lastMicros, now: clock.nowMicros())
@@ -121,8 +115,7 @@ public final class Engine: Sendable {
         for send in sends {
             switch send {
             case .device(let link, var deliveries, let platform, let app, let background):
-                for d in deliveries { journal(.handedOver, d.message) }
-                metrics?.delivered(deliveries.count, platform: platform)
+                report(.handedOver(deliveries, platform))
                 if link.wantsPlatformViews {
                     for i in deliveries.indices {
                         deliveries[i].view = Self.platformView(of: deliveries[i].message, platform: platform, app: app,

@@ -40,10 +40,10 @@ final class Harness: Sendable {
     deinit { engine.committer.shutdownBlocking() }
 
     init(configuration: Engine.Configuration = .init(), store: (any Persistence)? = nil, liveWriteDelay: Duration = .zero,
-         cluster: (any ClusterCoordinator)? = nil) throws {
+         cluster: (any ClusterCoordinator)? = nil, observers: [any DeliveryObserver] = []) throws {
         clock = VirtualClock(startMillis: 1_700_000_000_000)
         engine = try Engine(committer: GroupCommitter(store: store ?? InMemoryStore(), cancellableDelay: liveWriteDelay),
-                            clock: clock, configuration: configuration, cluster: cluster)
+                            clock: clock, configuration: configuration, cluster: cluster, observers: observers)
     }
 
     /// A fresh store; pass it to two harnesses, one after the other, to test a restart (or at once,
