@@ -1,4 +1,5 @@
 import CCSProtocol
+import PushDomain
 import DequeModule
 import Locking
 

@@ -1,4 +1,5 @@
 import CCSProtocol
+import PushDomain
 import StoreModel
 
 /// A device group as the admin API and the management API show it.

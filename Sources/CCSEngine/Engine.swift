@@ -1,5 +1,6 @@
 import AppServerAudit
 import CCSProtocol
+import PushDomain
 import StoreModel
 import DequeModule
 import FaultInjection

@@ -1,3 +1,5 @@
+import PushDomain
+
 /// A downstream message (app server → device) after validation.
 public struct DownstreamMessage: Sendable, Equatable {
     /// Four weeks: the default and the maximum `time_to_live`.

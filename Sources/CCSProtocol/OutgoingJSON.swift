@@ -1,3 +1,5 @@
+import PushDomain
+
 /// JSON that CCS sends to an app server, compact and with keys in the order of Google's
 /// documentation examples. The XML layer wraps it in `<gcm>` and escapes it.
 public enum OutgoingJSON {
