@@ -73,7 +73,7 @@ let package = Package(
         .target(name: "AppServerAudit", dependencies: ["Locking", "PushDomain"]),
         .target(name: "CCSEngine", dependencies: [
             "Locking",
-            "PushDomain", "CCSProtocol", "StoreModel", "PlatformRendering", "FaultInjection", "AppServerAudit", "MessageJournal",
+            "PushDomain", "StoreModel", "PlatformRendering", "FaultInjection", "AppServerAudit", "MessageJournal",
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
@@ -230,7 +230,7 @@ let package = Package(
         .executableTarget(name: "fuzz-xml-stream", dependencies: ["FuzzSupport", "CLibFuzzer", "XMLStreaming"], path: "Sources/Fuzz/XMLStream"),
         .executableTarget(name: "fuzz-json", dependencies: ["FuzzSupport", "CLibFuzzer", "PushDomain"], path: "Sources/Fuzz/JSON"),
         .executableTarget(name: "fuzz-stanza", dependencies: ["FuzzSupport", "CLibFuzzer", "CCSProtocol"], path: "Sources/Fuzz/Stanza"),
-        .executableTarget(name: "fuzz-topic-condition", dependencies: ["FuzzSupport", "CLibFuzzer", "CCSProtocol"], path: "Sources/Fuzz/TopicCondition"),
+        .executableTarget(name: "fuzz-topic-condition", dependencies: ["FuzzSupport", "CLibFuzzer", "PushDomain"], path: "Sources/Fuzz/TopicCondition"),
         .executableTarget(name: "fuzz-apns-frames", dependencies: [
             "FuzzSupport", "CLibFuzzer", "APNsGateway", .product(name: "NIOCore", package: "swift-nio"),
         ], path: "Sources/Fuzz/APNsFrames"),

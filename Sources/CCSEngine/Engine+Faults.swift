@@ -1,4 +1,3 @@
-import CCSProtocol
 import PushDomain
 import StoreModel
 import FaultInjection

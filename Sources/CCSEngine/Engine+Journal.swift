@@ -1,4 +1,3 @@
-import CCSProtocol
 import PushDomain
 import StoreModel
 import FaultInjection
@@ -32,7 +31,7 @@ extension Engine {
         switch request.target {
         case .token(let t): tokens = [t]
         case .tokens(let ts): tokens = ts
-        case .topic(let name): topic = DownstreamTarget.topicPrefix + name
+        case .topic(let name): topic = TopicName.prefix + name
         case .condition(let condition): topic = condition
         case .group(let key): topic = nil; tokens = [key]
         case .apnsDeviceToken: break

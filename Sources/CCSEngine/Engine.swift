@@ -1,5 +1,4 @@
 import AppServerAudit
-import CCSProtocol
 import PushDomain
 import StoreModel
 import DequeModule

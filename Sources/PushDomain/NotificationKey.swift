@@ -1,5 +1,3 @@
-import PushDomain
-
 /// Device-group notification keys: `APA91b` followed by 80 base64url characters, like the keys FCM
 /// handed out (seed 004: `"notification_key": "APA91bGHXQBB...9QgnYOEURwm0I3lmyqzk2TXQ"`).
 ///
