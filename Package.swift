@@ -63,7 +63,7 @@ let package = Package(
             // What a node sends through NOTIFY is sealed with the cluster's key (ChaChaPoly).
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
-        .target(name: "FaultInjection", dependencies: ["Locking", "CCSProtocol"]),
+        .target(name: "FaultInjection", dependencies: ["Locking", "PushDomain", "CCSProtocol"]),
         .target(name: "MessageJournal", dependencies: [
             "Locking",
             "PushDomain",
@@ -73,14 +73,14 @@ let package = Package(
         .target(name: "AppServerAudit", dependencies: ["Locking", "PushDomain"]),
         .target(name: "CCSEngine", dependencies: [
             "Locking",
-            "PushDomain", "CCSProtocol", "StoreModel", "PlatformRendering", "FaultInjection", "AppServerAudit", "MessageJournal",
+            "PushDomain", "StoreModel", "PlatformRendering", "FaultInjection", "AppServerAudit", "MessageJournal",
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "XMPPServer", dependencies: [
             "Locking",
-            "XMLStreaming", "CCSProtocol", "CCSEngine", "StoreModel", "FaultInjection", "AppServerAudit",
+            "XMLStreaming", "PushDomain", "CCSProtocol", "CCSEngine", "StoreModel", "FaultInjection", "AppServerAudit",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -116,7 +116,7 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
         ]),
         .target(name: "HTTPAPI", dependencies: [
-            "HTTPRequestBody", "CCSProtocol", "CCSEngine", "FaultInjection", "AppServerAudit", "MessageJournal",
+            "HTTPRequestBody", "PushDomain", "CCSProtocol", "CCSEngine", "FaultInjection", "AppServerAudit", "MessageJournal",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -155,7 +155,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "DeviceSimulator", dependencies: [
-            "XMLStreaming", "CCSProtocol", "WebPushService",
+            "XMLStreaming", "PushDomain", "CCSProtocol", "WebPushService",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -230,7 +230,7 @@ let package = Package(
         .executableTarget(name: "fuzz-xml-stream", dependencies: ["FuzzSupport", "CLibFuzzer", "XMLStreaming"], path: "Sources/Fuzz/XMLStream"),
         .executableTarget(name: "fuzz-json", dependencies: ["FuzzSupport", "CLibFuzzer", "PushDomain"], path: "Sources/Fuzz/JSON"),
         .executableTarget(name: "fuzz-stanza", dependencies: ["FuzzSupport", "CLibFuzzer", "CCSProtocol"], path: "Sources/Fuzz/Stanza"),
-        .executableTarget(name: "fuzz-topic-condition", dependencies: ["FuzzSupport", "CLibFuzzer", "CCSProtocol"], path: "Sources/Fuzz/TopicCondition"),
+        .executableTarget(name: "fuzz-topic-condition", dependencies: ["FuzzSupport", "CLibFuzzer", "PushDomain"], path: "Sources/Fuzz/TopicCondition"),
         .executableTarget(name: "fuzz-apns-frames", dependencies: [
             "FuzzSupport", "CLibFuzzer", "APNsGateway", .product(name: "NIOCore", package: "swift-nio"),
         ], path: "Sources/Fuzz/APNsFrames"),
@@ -262,7 +262,7 @@ let package = Package(
             .product(name: "NIOHPACK", package: "swift-nio-http2"),
         ]),
         .testTarget(name: "CCSProtocolTests", dependencies: ["CCSProtocol", "PushDomain"]),
-        .testTarget(name: "FaultInjectionTests", dependencies: ["FaultInjection", "CCSProtocol"]),
+        .testTarget(name: "FaultInjectionTests", dependencies: ["FaultInjection", "PushDomain", "CCSProtocol"]),
         .testTarget(name: "AppServerAuditTests", dependencies: ["AppServerAudit"]),
         .testTarget(name: "ConformanceRunnerTests", dependencies: ["ConformanceRunner", "AppServerAudit", "PushDomain"]),
         .testTarget(name: "SQLiteStoreTests", dependencies: [
@@ -270,7 +270,7 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
-        .testTarget(name: "CCSEngineTests", dependencies: ["Locking", "CCSEngine", "StoreModel", "CCSProtocol", "PushDomain"]),
+        .testTarget(name: "CCSEngineTests", dependencies: ["Locking", "PushDomain", "CCSEngine", "StoreModel", "CCSProtocol"]),
         .testTarget(name: "LoadGeneratorTests", dependencies: [
             "LoadGenerator",
             .product(name: "NIOCore", package: "swift-nio"),
@@ -285,14 +285,14 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "XMPPServerTests", dependencies: [
-            "XMPPServer", "XMLStreaming", "CCSEngine", "StoreModel", "CCSProtocol",
+            "XMPPServer", "XMLStreaming", "CCSEngine", "StoreModel", "PushDomain", "CCSProtocol",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "DeviceSimulatorTests", dependencies: [
             "Locking",
-            "DeviceSimulator", "CCSProtocol", "WebPushService",
+            "DeviceSimulator", "PushDomain", "CCSProtocol", "WebPushService",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
@@ -317,7 +317,7 @@ let package = Package(
             .product(name: "HummingbirdTesting", package: "hummingbird"),
         ]),
         .testTarget(name: "HTTPAPITests", dependencies: [
-            "HTTPAPI", "HTTPRequestBody", "CCSEngine", "StoreModel", "CCSProtocol", "FaultInjection",
+            "HTTPAPI", "HTTPRequestBody", "CCSEngine", "StoreModel", "PushDomain", "CCSProtocol", "FaultInjection",
             .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -333,7 +333,7 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .testTarget(name: "FCMHTTPTests", dependencies: [
-            "FCMHTTP", "GoogleAuth", "CCSEngine", "StoreModel", "CCSProtocol", "WebPushService",
+            "FCMHTTP", "GoogleAuth", "CCSEngine", "StoreModel", "PushDomain", "CCSProtocol", "WebPushService",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "JWTKit", package: "jwt-kit"),

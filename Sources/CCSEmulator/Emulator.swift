@@ -2,6 +2,7 @@ import APNsGateway
 import APNsProviderAPI
 import CCSEngine
 import CCSProtocol
+import PushDomain
 import StoreModel
 import SQLiteStore
 import PostgresStore

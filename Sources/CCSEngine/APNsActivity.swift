@@ -1,4 +1,4 @@
-import CCSProtocol
+import PushDomain
 import DequeModule
 import Locking
 

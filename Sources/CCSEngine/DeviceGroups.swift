@@ -1,4 +1,4 @@
-import CCSProtocol
+import PushDomain
 import StoreModel
 
 /// Why a device-group management request was refused. The texts are the ones the real service

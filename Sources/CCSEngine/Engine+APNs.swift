@@ -1,4 +1,4 @@
-import CCSProtocol
+import PushDomain
 import StoreModel
 
 /// iOS apps reached through the APNs legacy binary gateway: device tokens, Apple's store-and-forward

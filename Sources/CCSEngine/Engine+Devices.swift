@@ -1,4 +1,4 @@
-import CCSProtocol
+import PushDomain
 import StoreModel
 import FaultInjection
 
@@ -375,8 +375,8 @@ extension Engine {
         }
         var receipt: OutboundRecord?
         if m.deliveryReceiptRequested {
-            let json = OutgoingJSON.receipt(category: app, originalMessageID: m.appMessageID,
-                                            deviceRegistrationID: token, sentTimestampMillis: m.enqueuedAt)
+            let json = StoredJSON.receipt(.sentToDevice(category: app, originalMessageID: m.appMessageID,
+                                                        deviceRegistrationID: token, sentTimestampMillis: m.enqueuedAt))
             let r = OutboundRecord(senderID: m.senderID, kind: .receipt,
                                    messageID: DeliveryReceipt.messageIDPrefix + m.appMessageID, token: token,
                                    json: json, createdAt: now,

@@ -1,4 +1,4 @@
-import CCSProtocol
+import PushDomain
 import StoreModel
 
 /// A device group as the admin API and the management API show it.

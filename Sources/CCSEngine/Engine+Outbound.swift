@@ -1,78 +1,37 @@
-import CCSProtocol
+import PushDomain
 import StoreModel
 import DequeModule
-
-/// The answer the device channel gives a device for one upstream message.
-public enum UpstreamOutcome: Sendable, Hashable {
-    /// Committed: the device's `onMessageSent`.
-    case sent(messageID: String)
-    /// Refused or expired: the device's `onSendError`.
-    case sendError(messageID: String, error: String)
-
-    /// The JSON the device receives.
-    public var json: String {
-        switch self {
-        case .sent(let id):
-            return JSONValue.object(["message_type": .string("sent"), "message_id": .string(id)]).encoded()
-        case .sendError(let id, let error):
-            return JSONValue.object(["message_type": .string("send_error"), "message_id": .string(id),
-                                     "error": .string(error)]).encoded()
-        }
-    }
-}
 
 /// Upstream messages (device → app server) and delivery receipts: stored until an app server ACKs
 /// them, spread over the sender's connections by free window, redelivered when a connection closes
 /// or an ACK does not come in time.
 extension Engine {
-    /// An upstream message from a device (the JSON object inside its `<gcm>`).
-    public func upstream(from token: String, _ object: [String: JSONValue],
+    /// An upstream message from a device, as the device channel read it from the device's message.
+    public func upstream(from token: String, _ request: UpstreamRequest,
                          completion: @escaping @Sendable (UpstreamOutcome) -> Void) {
-        let messageID: String
-        switch object["message_id"] {
-        case .string(let s)? where !s.isEmpty: messageID = s
-        case .int(let n)?: messageID = String(n)
-        default:
-            completion(.sendError(messageID: "", error: "MISSING_MESSAGE_ID"))
-            return
-        }
-        guard case .string(let to)? = object["to"] else {
-            completion(.sendError(messageID: messageID, error: "MISSING_TO"))
-            return
-        }
+        let (messageID, to, timeToLive, data) = (request.messageID, request.to, request.timeToLive, request.data)
         // `to` is the sender (`SENDER_ID@gcm.googleapis.com`) or a device group's notification key
         // (seed 004's `sendMessage:to:…` with a key): then it goes to the group's sender, marked with
         // the key and the group's name (docs/semantics.md, "Upstream to a device group").
         var senderID = String(to.split(separator: "@", maxSplits: 1).first ?? "")
-        var group: (key: String, name: String)?
+        var group: UpstreamGroup?
         if NotificationKey.groupID(of: to) != nil {
             guard let found = upstreamGroup(key: to, token: token) else {
-                completion(.sendError(messageID: messageID, error: "INVALID_SENDER"))
+                completion(.sendError(messageID: messageID, error: .invalidSender))
                 return
             }
             senderID = found.sender
-            group = (to, found.name)
+            group = UpstreamGroup(key: to, name: found.name)
         }
-        var timeToLive: Int?
-        if let ttlValue = object["time_to_live"], !ttlValue.isNull {
-            guard let ttl = ttlValue.intValue, (0...Int64(Message.maximumTimeToLive)).contains(ttl) else {
-                completion(.sendError(messageID: messageID, error: "INVALID_TTL"))
-                return
-            }
-            timeToLive = Int(ttl)
-        }
-        // As the client library does: only string values travel.
-        var data: [String: String] = [:]
-        for (k, v) in object["data"]?.objectValue ?? [:] { if case .string(let s) = v { data[k] = s } }
         let now = clock.nowMillis()
         let check: UpstreamCheck = state.withLock { s in
-            guard let device = s.registry.devices[token], device.status == .active else { return .error("DEVICE_UNREGISTERED") }
-            guard device.senders.contains(senderID) else { return .error("INVALID_SENDER") }
+            guard let device = s.registry.devices[token], device.status == .active else { return .error(.deviceUnregistered) }
+            guard device.senders.contains(senderID) else { return .error(.invalidSender) }
             // The id is taken from here on (until ACKed or given up).
             switch s.outbound.claimUpstreamID(messageID, for: UpstreamHolder(sender: senderID, token: token),
                                               limit: configuration.maxPendingUpstreamPerDevice) {
-            case .duplicate: return .error("DUPLICATE_MESSAGE_ID")
-            case .tooMany: return .error("TOO_MANY_MESSAGES")
+            case .duplicate: return .error(.duplicateMessageID)
+            case .tooMany: return .error(.tooManyMessages)
             case .claimed: return .ok(app: device.app, from: device.canonicalToken)
             }
         }
@@ -82,8 +41,8 @@ extension Engine {
         case .ok(let app, let canonical): (category, from) = (app, canonical)
         }
         // `from` is the installation's newest token: the one its app knows after a refresh.
-        let json = OutgoingJSON.upstream(category: category, data: data, messageID: messageID, from: from,
-                                         timeToLive: timeToLive, group: group)
+        let json = StoredJSON.upstream(UpstreamMessage(category: category, data: data, messageID: messageID, from: from,
+                                                       timeToLive: timeToLive, group: group))
         let ttl = Int64(timeToLive ?? Message.maximumTimeToLive)
         let record = OutboundRecord(senderID: senderID, kind: .upstream, messageID: messageID, token: token,
                                     json: json, createdAt: now, expiresAt: now + ttl * 1000)
@@ -91,7 +50,7 @@ extension Engine {
         committer.submit(.addOutbound(record)) { [self] error in
             if error != nil {
                 state.withLock { Self.releaseUpstreamID(of: record, &$0) }
-                completion(.sendError(messageID: messageID, error: "INTERNAL_SERVER_ERROR"))
+                completion(.sendError(messageID: messageID, error: .internalServerError))
                 return
             }
             completion(.sent(messageID: messageID))
@@ -130,7 +89,7 @@ extension Engine {
                 if error != nil { Self.releaseUpstreamID(of: record, &s) }
             }
             completion(error == nil ? .sent(messageID: record.messageID)
-                                    : .sendError(messageID: record.messageID, error: "INTERNAL_SERVER_ERROR"))
+                                    : .sendError(messageID: record.messageID, error: .internalServerError))
         }
         perform(sends)
         return true
@@ -143,7 +102,7 @@ extension Engine {
 
     private enum UpstreamCheck {
         case ok(app: String, from: String)
-        case error(String)
+        case error(UpstreamError)
     }
 
     /// A committed outbound message joins its sender's queue and goes out if a window is free.
@@ -170,12 +129,12 @@ extension Engine {
             return sends
         }
         if released { release([record]) }
-        if expired { outboundDropped(record, now: clock.nowMillis(), error: "TTL_EXCEEDED") }
+        if expired { outboundDropped(record, now: clock.nowMillis(), error: .ttlExceeded) }
         perform(sends)
         if !dropped.isEmpty {
             let now = clock.nowMillis()
             logger.warning("outbound queue full: dropped the oldest", metadata: ["sender": "\(record.senderID)", "count": "\(dropped.count)"])
-            for r in dropped { outboundDropped(r, now: now, error: "TOO_MANY_MESSAGES") }
+            for r in dropped { outboundDropped(r, now: now, error: .tooManyMessages) }
         }
     }
 
@@ -312,7 +271,7 @@ extension Engine {
             return due.senders.flatMap { dispatchOutbound(sender: $0, &s) }
         }
         perform(sends)
-        for r in expired { outboundDropped(r, now: now, error: "TTL_EXCEEDED") }
+        for r in expired { outboundDropped(r, now: now, error: .ttlExceeded) }
         if configuration.collapsibleThrottle != nil { releaseThrottled(now: now) }
     }
 
@@ -320,7 +279,7 @@ extension Engine {
     /// sender's queue overflowed): it is dropped, and the device that sent it (upstream) gets
     /// `send_error` with `error` through its queue. The caller has taken it out of the engine's state
     /// (its id released) under the lock already.
-    func outboundDropped(_ r: OutboundRecord, now: Int64, error: String) {
+    func outboundDropped(_ r: OutboundRecord, now: Int64, error: UpstreamError) {
         // Given up before its live write was taken: it is never written, and the device hears only
         // `send_error`. (Taken already: its commit answers `sent` first, as on the path without one.)
         if let live = state.withLock({ $0.outbound.takeLive(r.key) }) { _ = live.ticket.cancel() }
@@ -328,7 +287,7 @@ extension Engine {
         var notice: QueuedMessage?
         if r.kind == .upstream {
             let id = "send_error:\(r.messageID)"
-            let payload = UpstreamOutcome.sendError(messageID: r.messageID, error: error).json
+            let payload = StoredJSON.sendError(messageID: r.messageID, error: error)
             let m = QueuedMessage(token: r.token, deviceMessageID: id, senderID: r.senderID, appMessageID: r.messageID,
                                   collapseKey: nil, priority: Priority.high.rawValue,
                                   timeToLive: Message.maximumTimeToLive, enqueuedAt: now,

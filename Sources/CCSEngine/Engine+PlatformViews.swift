@@ -1,4 +1,4 @@
-import CCSProtocol
+import PushDomain
 import StoreModel
 import PlatformRendering
 

@@ -1,4 +1,4 @@
-import CCSProtocol
+import PushDomain
 import FaultInjection
 import StoreModel
 import PlatformRendering

@@ -1,4 +1,4 @@
-import CCSProtocol
+import PushDomain
 import StoreModel
 import Locking
 import MessageJournal
@@ -160,12 +160,12 @@ extension Engine {
         let who: Audience, from: String
         switch target {
         case .topic(let name):
-            guard DownstreamTarget.isValidTopicName(name) else {
-                completion([.refused(.invalidTopic(reason: "topic names match [a-zA-Z0-9-_.~%]{1,\(DownstreamTarget.maximumTopicNameLength)}"))])
+            guard TopicName.isValid(name) else {
+                completion([.refused(.invalidTopic(reason: "topic names match [a-zA-Z0-9-_.~%]{1,\(TopicName.maximumLength)}"))])
                 return
             }
             who = .topic(name)
-            from = DownstreamTarget.topicPrefix + name
+            from = TopicName.prefix + name
         case .condition(let source):
             do throws(TopicConditionError) {
                 who = .condition(try TopicCondition.parse(source))

@@ -1,5 +1,5 @@
 import AppServerAudit
-import CCSProtocol
+import PushDomain
 import StoreModel
 import DequeModule
 import FaultInjection

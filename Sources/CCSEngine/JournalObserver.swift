@@ -1,4 +1,3 @@
-import CCSProtocol
 import FaultInjection
 import Locking
 import MessageJournal
@@ -74,7 +73,7 @@ final class JournalObserver: DeliveryObserver {
         switch request.target {
         case .token(let t): tokens = [t]
         case .tokens(let ts): tokens = ts
-        case .topic(let name): topic = DownstreamTarget.topicPrefix + name
+        case .topic(let name): topic = TopicName.prefix + name
         case .condition(let condition): topic = condition
         case .group(let key): tokens = [key]
         case .apnsDeviceToken: break

@@ -1,4 +1,3 @@
-import CCSProtocol
 import StoreModel
 import DequeModule
 import PushDomain

@@ -1,4 +1,4 @@
-import CCSProtocol
+import PushDomain
 
 /// Who is subscribed to which topic, per sender: the engine's memory of the `topic_subscription`
 /// table, so that a send finds its audience and a subscription its limit without a store read.

@@ -1,3 +1,5 @@
+import PushDomain
+
 /// What an app server can send inside `<gcm xmlns="google:mobile:data">`.
 public enum AppServerStanza: Sendable, Equatable {
     case downstream(DownstreamMessage)

@@ -1,3 +1,5 @@
+import PushDomain
+
 /// A downstream message (app server → device) after validation.
 public struct DownstreamMessage: Sendable, Equatable {
     /// Four weeks: the default and the maximum `time_to_live`.
@@ -142,7 +144,12 @@ extension DownstreamMessage {
 }
 
 public enum DownstreamTarget: Sendable, Equatable {
-    public static let topicPrefix = "/topics/"
+    public static let topicPrefix = TopicName.prefix
+    /// FCM's longest topic name.
+    public static let maximumTopicNameLength = TopicName.maximumLength
+
+    /// True for a bare topic name (without `/topics/`): `[a-zA-Z0-9-_.~%]{1,900}`.
+    public static func isValidTopicName<S: StringProtocol>(_ name: S) -> Bool { TopicName.isValid(name) }
 
     /// A registration token or a device group's notification key (the engine tells them apart).
     case registration(String)

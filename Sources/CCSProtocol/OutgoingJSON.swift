@@ -1,3 +1,5 @@
+import PushDomain
+
 /// JSON that CCS sends to an app server, compact and with keys in the order of Google's
 /// documentation examples. The XML layer wraps it in `<gcm>` and escapes it.
 public enum OutgoingJSON {
@@ -57,48 +59,6 @@ public enum OutgoingJSON {
     }
 
     public static let connectionDraining = #"{"message_type":"control","control_type":"CONNECTION_DRAINING"}"#
-
-    /// `{"category":…,"data":{…},"message_id":…,"from":…}` plus `"time_to_live"` when given.
-    /// Data keys are sorted. A message the device addressed to a device group also carries
-    /// `"to"` (the key as the device wrote it) and `"notification_key_name"`: a group has many valid
-    /// key encodings, so the name is what an app server can match against what it stored.
-    public static func upstream(category: String, data: [String: String], messageID: String, from: String, timeToLive: Int?,
-                                group: (key: String, name: String)? = nil) -> String {
-        var writer = JSONObjectWriter()
-        writer.add("category", category)
-        writer.add("data", stringMap: data)
-        writer.add("message_id", messageID)
-        writer.add("from", from)
-        if let timeToLive { writer.add("time_to_live", timeToLive) }
-        if let group {
-            writer.add("to", group.key)
-            writer.add("notification_key_name", group.name)
-        }
-        return writer.finished()
-    }
-
-    public static func upstream(_ message: UpstreamMessage) -> String {
-        upstream(category: message.category, data: message.data, messageID: message.messageID,
-                 from: message.from, timeToLive: message.timeToLive)
-    }
-
-    /// A delivery receipt:
-    /// `{"category":…,"data":{"message_status":"MESSAGE_SENT_TO_DEVICE","original_message_id":…,"device_registration_id":…,"message_sent_timestamp":"<ms>"},"message_id":"dr2:<orig>","message_type":"receipt","from":"gcm.googleapis.com"}`.
-    /// `category` is left out when nil.
-    public static func receipt(category: String?, originalMessageID: String, deviceRegistrationID: String, sentTimestampMillis: Int64) -> String {
-        var data = JSONObjectWriter()
-        data.add("message_status", DeliveryReceipt.messageSentToDevice)
-        data.add("original_message_id", originalMessageID)
-        data.add("device_registration_id", deviceRegistrationID)
-        data.add("message_sent_timestamp", String(sentTimestampMillis))
-        var writer = JSONObjectWriter()
-        if let category { writer.add("category", category) }
-        writer.add("data", rawJSON: data.finished())
-        writer.add("message_id", DeliveryReceipt.messageIDPrefix + originalMessageID)
-        writer.add("message_type", "receipt")
-        writer.add("from", DeliveryReceipt.sender)
-        return writer.finished()
-    }
 }
 
 /// JSON an app server sends, for the emulator's own client tools (send, bench, conformance).
@@ -114,54 +74,6 @@ public enum AppServerJSON {
 
     public static func downstream(_ message: DownstreamMessage) -> String {
         message.encodedJSON()
-    }
-}
-
-/// An upstream message (device → app server) as CCS forwards it.
-public struct UpstreamMessage: Sendable, Equatable {
-    /// The app's package name.
-    public var category: String
-    public var data: [String: String]
-    public var messageID: String
-    /// The sending device's registration token.
-    public var from: String
-    public var timeToLive: Int?
-
-    public init(category: String, data: [String: String], messageID: String, from: String, timeToLive: Int? = nil) {
-        self.category = category
-        self.data = data
-        self.messageID = messageID
-        self.from = from
-        self.timeToLive = timeToLive
-    }
-}
-
-public struct DeliveryReceipt: Sendable, Equatable {
-    public static let messageIDPrefix = "dr2:"
-    public static let sender = "gcm.googleapis.com"
-    public static let messageSentToDevice = "MESSAGE_SENT_TO_DEVICE"
-
-    public var category: String?
-    /// `dr2:` + the original message id.
-    public var messageID: String
-    public var messageStatus: String
-    public var originalMessageID: String
-    public var deviceRegistrationID: String
-    public var sentTimestampMillis: Int64?
-
-    public init(category: String?, messageID: String, messageStatus: String, originalMessageID: String,
-                deviceRegistrationID: String, sentTimestampMillis: Int64?) {
-        self.category = category
-        self.messageID = messageID
-        self.messageStatus = messageStatus
-        self.originalMessageID = originalMessageID
-        self.deviceRegistrationID = deviceRegistrationID
-        self.sentTimestampMillis = sentTimestampMillis
-    }
-
-    /// The original message id an app server's ACK refers to, whether or not it kept the `dr2:` prefix.
-    public static func originalMessageID(fromAck messageID: String) -> String {
-        messageID.hasPrefix(messageIDPrefix) ? String(messageID.dropFirst(messageIDPrefix.count)) : messageID
     }
 }
 

@@ -1,4 +1,5 @@
 import CCSProtocol
+import PushDomain
 
 /// What an iOS app makes of an APNs notification: the payload as received, and the `aps` keys the
 /// system acts on (alert, badge, sound, the `content-available` background wake, the

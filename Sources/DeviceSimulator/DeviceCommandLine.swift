@@ -1,4 +1,5 @@
 import CCSProtocol
+import PushDomain
 import Foundation
 
 /// A command of the `device` command's stdin, one JSON line each (docs/device-protocol.md).

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import CCSProtocol
+import PushDomain
 import NIOCore
 import NIOHTTP1
 

@@ -1,4 +1,5 @@
 import CCSProtocol
+import PushDomain
 import GoogleAuth
 import HTTPRequestBody
 import Hummingbird

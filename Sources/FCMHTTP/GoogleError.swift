@@ -1,4 +1,5 @@
 import CCSProtocol
+import PushDomain
 import Hummingbird
 import NIOCore
 

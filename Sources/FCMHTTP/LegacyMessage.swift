@@ -1,4 +1,5 @@
 import CCSProtocol
+import PushDomain
 import GoogleAuth
 
 /// A legacy `/fcm/send` request after validation.

@@ -1,5 +1,6 @@
 import CCSEngine
 import CCSProtocol
+import PushDomain
 import Foundation
 import GoogleAuth
 import HTTPRequestBody

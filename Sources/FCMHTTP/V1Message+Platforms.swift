@@ -1,4 +1,5 @@
 import CCSProtocol
+import PushDomain
 
 extension V1MessageDecoder {
     /// `message.android`, checked, and what it changes of the canonical message.

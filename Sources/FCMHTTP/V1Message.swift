@@ -1,4 +1,5 @@
 import CCSProtocol
+import PushDomain
 
 /// A `messages:send` body after validation.
 struct V1SendRequest: Sendable, Equatable {

@@ -1,4 +1,5 @@
 import CCSProtocol
+import PushDomain
 
 /// A rule as the admin API and scenario files write it:
 /// `{"id":"f1","action":"nack","code":"SERVICE_UNAVAILABLE","sender":"123","token":"…","topic":"news",

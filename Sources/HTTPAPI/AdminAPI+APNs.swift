@@ -1,5 +1,6 @@
 import CCSEngine
 import CCSProtocol
+import PushDomain
 import Hummingbird
 
 /// What the APNs gateway did: `GET /emulator/v1/apns/notifications` (docs/admin-api.md).

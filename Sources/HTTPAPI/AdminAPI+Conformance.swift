@@ -1,6 +1,7 @@
 import AppServerAudit
 import CCSEngine
 import CCSProtocol
+import PushDomain
 import FaultInjection
 import Hummingbird
 

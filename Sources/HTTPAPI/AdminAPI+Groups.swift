@@ -1,5 +1,6 @@
 import CCSEngine
 import CCSProtocol
+import PushDomain
 import Hummingbird
 
 /// Device groups in the admin API (docs/admin-api.md): a sender's groups with their members, and

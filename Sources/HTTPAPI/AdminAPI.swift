@@ -1,5 +1,6 @@
 import CCSEngine
 import CCSProtocol
+import PushDomain
 import Foundation
 import HTTPRequestBody
 import Hummingbird

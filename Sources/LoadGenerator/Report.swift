@@ -1,4 +1,5 @@
 import CCSProtocol
+import PushDomain
 
 #if canImport(Glibc)
 import Glibc

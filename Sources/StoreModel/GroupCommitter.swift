@@ -80,10 +80,15 @@ public final class GroupCommitter: Sendable {
 
     /// Where the writer reports a failed batch (the engine's logger; stderr by default).
     private let logger: @Sendable (String) -> Void
+    /// When writes were submitted, when their delay is over, how long a transaction took.
+    private let clock: any CommitterClock
 
+    /// `clock`: the uptime clock unless a test drives time itself.
     public init(store: any Persistence, maxBatch: Int = 4096, cancellableDelay: Duration = .zero,
+                clock: any CommitterClock = UptimeCommitterClock(),
                 logger: @escaping @Sendable (String) -> Void = { try? FileHandle.standardError.write(contentsOf: Data(("store: " + $0 + "\n").utf8)) }) {
         self.logger = logger
+        self.clock = clock
         self.store = store
         self.maxBatch = maxBatch
         let (seconds, attos) = cancellableDelay.components
@@ -130,7 +135,7 @@ public final class GroupCommitter: Sendable {
         // took glibc's arena lock per block, and the loop waited on it (a tenth of its samples on the
         // APNs path, docs/benchmarks.md).
         ticket.hold(ops, completion)
-        enqueue(.write([], nil, ticket, at: DispatchTime.now().uptimeNanoseconds, urgent: urgent),
+        enqueue(.write([], nil, ticket, at: clock.nowNanoseconds(), urgent: urgent),
                 orElse: { if let held = ticket.take() { held.completion?(StoreStopped()) } })
     }
 
@@ -255,7 +260,7 @@ public final class GroupCommitter: Sendable {
                 s.items.removeAll(keepingCapacity: true)
             }
             deadline = nil
-            let now = DispatchTime.now().uptimeNanoseconds
+            let now = clock.nowNanoseconds()
             var index = queue.head
             scan: while index < queue.items.count {
                 switch queue.items[index] {
@@ -296,9 +301,7 @@ public final class GroupCommitter: Sendable {
                 s.writerDelaying = true
                 return true
             }
-            if mayWait, due > DispatchTime.now().uptimeNanoseconds {
-                _ = wake.wait(timeout: DispatchTime(uptimeNanoseconds: due))
-            }
+            if mayWait { clock.sleep(until: due, orUntil: wake) }
             state.withLock { $0.writerDelaying = false }
         } else {
             let mustWait = state.withLock { s -> Bool in
@@ -315,7 +318,7 @@ public final class GroupCommitter: Sendable {
         if batch.completions.isEmpty && batch.calledOff == 0 { return }
         var failures = [Error?](repeating: nil, count: batch.completions.count)
         let observer = batchObserver.withLock { $0 }
-        let started = observer == nil ? 0 : DispatchTime.now().uptimeNanoseconds
+        let started = observer == nil ? 0 : clock.nowNanoseconds()
         if !batch.completions.isEmpty {
             do { try store.apply(batch.ops) } catch {
                 // One bad item must fail only its own caller: apply each item on its own (one
@@ -329,7 +332,7 @@ public final class GroupCommitter: Sendable {
             }
         }
         let (transactions, n, committed, off) = (batch.completions.isEmpty ? 0 : 1, batch.ops.count, batch.ticketed, batch.calledOff)
-        if let observer, transactions == 1 { observer.call(n, DispatchTime.now().uptimeNanoseconds - started) }
+        if let observer, transactions == 1 { observer.call(n, clock.nowNanoseconds() - started) }
         state.withLock {
             $0.batches += transactions
             $0.committedOps += n

@@ -1,5 +1,6 @@
 import CCSEngine
 import CCSProtocol
+import PushDomain
 import StoreModel
 import NIOCore
 import XMLStreaming
@@ -16,7 +17,12 @@ extension XMPPConnectionHandler {
         guard case .string(let type)? = json["message_type"] else {
             // No message_type: an upstream message for an app server.
             guard let link else { return }
-            engine.upstream(from: token, json) { outcome in link.answerUpstream(outcome.json) }
+            switch DeviceUpstream.request(from: json) {
+            case .success(let request):
+                engine.upstream(from: token, request) { outcome in link.answerUpstream(DeviceUpstream.answer(outcome)) }
+            case .failure(let refused):
+                link.answerUpstream(DeviceUpstream.answer(.sendError(messageID: refused.messageID, error: refused.error)))
+            }
             return
         }
         switch type.lowercased() {

@@ -1,4 +1,5 @@
 import CCSProtocol
+import PushDomain
 
 /// How CCS says why it refused a message: each domain refusal as a NACK code and
 /// `error_description` (the texts are the emulator's; docs/semantics.md lists them).

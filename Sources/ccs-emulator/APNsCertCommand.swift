@@ -1,6 +1,7 @@
 import ArgumentParser
 import CCSEmulator
 import CCSProtocol
+import PushDomain
 import Foundation
 
 /// `ccs-emulator apns-cert`: a provider certificate for the APNs gateway and feedback service.

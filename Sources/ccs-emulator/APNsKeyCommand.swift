@@ -2,6 +2,7 @@ import APNsProviderAPI
 import ArgumentParser
 import CCSEmulator
 import CCSProtocol
+import PushDomain
 import Foundation
 
 /// `ccs-emulator apns-key`: a token-signing key (`.p8`) for the APNs HTTP/2 provider API.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CCSEmulator
 import CCSProtocol
+import PushDomain
 import DeviceSimulator
 import Foundation
 import GoogleAuth

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CCSEngine
 import CCSProtocol
+import PushDomain
 import StoreModel
 import SQLiteStore
 import Foundation

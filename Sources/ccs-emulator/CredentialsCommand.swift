@@ -3,6 +3,7 @@ import Foundation
 import GoogleAuth
 import CCSEngine
 import CCSProtocol
+import PushDomain
 
 struct Credentials: ParsableCommand {
     static let configuration = CommandConfiguration(

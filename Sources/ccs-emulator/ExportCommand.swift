@@ -1,5 +1,6 @@
 import ArgumentParser
 import CCSProtocol
+import PushDomain
 import StoreModel
 import SQLiteStore
 import Foundation

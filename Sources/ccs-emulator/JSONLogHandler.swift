@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import CCSProtocol
+import PushDomain
 
 /// `serve --log-format json`: one JSON object per log line on stderr (time, level, label, message,
 /// metadata, source), for log collectors that parse structured logs.

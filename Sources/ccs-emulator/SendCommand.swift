@@ -1,5 +1,6 @@
 import ArgumentParser
 import CCSProtocol
+import PushDomain
 import DeviceSimulator
 import Foundation
 import GoogleAuth

@@ -1,5 +1,6 @@
 @testable import CCSEngine
 import CCSProtocol
+import PushDomain
 import StoreModel
 import Foundation
 import Locking

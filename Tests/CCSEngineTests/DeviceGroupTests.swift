@@ -1,5 +1,6 @@
 @testable import CCSEngine
 import CCSProtocol
+import PushDomain
 import StoreModel
 import Foundation
 import Testing
@@ -279,9 +280,9 @@ import Testing
         #expect(json["from"] == .string(member.token))
         #expect(json["category"] == "com.example.app")
         // Not a member, or no such group: refused as a wrong addressee.
-        #expect(await h.upstream(outsider.token, ["to": .string(key), "message_id": "u2"]) == .sendError(messageID: "u2", error: "INVALID_SENDER"))
+        #expect(await h.upstream(outsider.token, ["to": .string(key), "message_id": "u2"]) == .sendError(messageID: "u2", error: .invalidSender))
         let stranger = NotificationKey.make(groupID: NotificationKey.newGroupID())
-        #expect(await h.upstream(member.token, ["to": .string(stranger), "message_id": "u3"]) == .sendError(messageID: "u3", error: "INVALID_SENDER"))
+        #expect(await h.upstream(member.token, ["to": .string(stranger), "message_id": "u3"]) == .sendError(messageID: "u3", error: .invalidSender))
     }
 
     @Test func resetForgetsTheGroups() async throws {

@@ -1,5 +1,6 @@
 import CCSEngine
 import CCSProtocol
+import PushDomain
 import StoreModel
 import Foundation
 import Locking
@@ -127,7 +128,7 @@ import Testing
         let server = h.appServer(id: "c1")
         let before = h.engine.committer.statistics
         let outcome = Locked<UpstreamOutcome?>(nil)
-        h.engine.upstream(from: d.token, ["message_id": "u1", "to": "111@gcm.googleapis.com"]) { o in
+        h.engine.upstream(from: d.token, UpstreamRequest(messageID: "u1", to: "111@gcm.googleapis.com")) { o in
             outcome.withLock { $0 = o }
         }
         // Out at once, before any commit; the device has no answer yet.
@@ -398,11 +399,10 @@ import Testing
         let h = try Harness()
         let d = try await h.register()
         #expect(await h.upstream(d.token, ["to": "999@gcm.googleapis.com", "message_id": "x"])
-                == .sendError(messageID: "x", error: "INVALID_SENDER"))
-        #expect(await h.upstream(d.token, ["to": "111@gcm.googleapis.com"]) == .sendError(messageID: "", error: "MISSING_MESSAGE_ID"))
+                == .sendError(messageID: "x", error: .invalidSender))
         _ = await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": "dup"])
         #expect(await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": "dup"])
-                == .sendError(messageID: "dup", error: "DUPLICATE_MESSAGE_ID"))
+                == .sendError(messageID: "dup", error: .duplicateMessageID))
     }
 
     @Test func pendingOutboundSurvivesARestart() async throws {

@@ -1,5 +1,6 @@
 import CCSEngine
 import CCSProtocol
+import PushDomain
 import StoreModel
 import Foundation
 import Locking
@@ -58,9 +59,15 @@ final class Harness: Sendable {
         await withCheckedContinuation { cont in engine.downstream(m, senderID: sender) { cont.resume(returning: $0) } }
     }
 
+    /// An upstream message, written as the device's JSON for brevity: the device channel reads it
+    /// into the request (XMPPServer's `DeviceUpstream`, tested there); these tests set only the fields
+    /// the engine takes.
     func upstream(_ token: String, _ json: JSONValue) async -> UpstreamOutcome {
-        await withCheckedContinuation { cont in
-            engine.upstream(from: token, json.objectValue ?? [:]) { cont.resume(returning: $0) }
+        let request = UpstreamRequest(messageID: json["message_id"]?.stringValue ?? "", to: json["to"]?.stringValue ?? "",
+                                      timeToLive: json["time_to_live"]?.intValue.map { Int($0) },
+                                      data: (json["data"]?.objectValue ?? [:]).compactMapValues(\.stringValue))
+        return await withCheckedContinuation { cont in
+            engine.upstream(from: token, request) { cont.resume(returning: $0) }
         }
     }
 

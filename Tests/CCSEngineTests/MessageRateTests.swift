@@ -1,5 +1,6 @@
 @testable import CCSEngine
 import CCSProtocol
+import PushDomain
 import Testing
 
 @Suite struct DeviceMessageRateTests {

@@ -1,5 +1,6 @@
 import CCSEngine
 import CCSProtocol
+import PushDomain
 import StoreModel
 import Foundation
 import Locking
@@ -58,13 +59,13 @@ import Testing
         let d = try await h.register()
         let answers = Locked<[UpstreamOutcome]>([])
         for _ in 0..<2 {
-            h.engine.upstream(from: d.token, ["to": "111@gcm.googleapis.com", "message_id": "twice"]) { o in
+            h.engine.upstream(from: d.token, UpstreamRequest(messageID: "twice", to: "111@gcm.googleapis.com")) { o in
                 answers.withLock { $0.append(o) }
             }
         }
         await h.settle()
         #expect(Set(answers.withLock { $0 }) == [.sent(messageID: "twice"),
-                                                  .sendError(messageID: "twice", error: "DUPLICATE_MESSAGE_ID")])
+                                                  .sendError(messageID: "twice", error: .duplicateMessageID)])
         #expect(try h.engine.store.loadOutbound().count == 1)
         // Once ACKed, the id may be used again.
         let server = h.appServer(id: "c")
@@ -172,7 +173,7 @@ import Testing
         #expect(h.engine.device(token: d.token)?.status == .active)
         #expect(h.engine.topics(token: d.token, senderID: "111")?.keys.sorted() == ["news"])
         #expect(await h.upstream(d.token, ["to": "111@gcm.googleapis.com", "message_id": "u1"])
-                == .sendError(messageID: "u1", error: "DUPLICATE_MESSAGE_ID"))
+                == .sendError(messageID: "u1", error: .duplicateMessageID))
         let a = h.appServer(id: "a")
         await h.settle()
         #expect(a.ids == ["u1"])
@@ -311,7 +312,7 @@ import Testing
             let d = try await h.register()
             let server = h.appServer(id: "c1")
             let outcome = Locked<UpstreamOutcome?>(nil)
-            h.engine.upstream(from: d.token, ["message_id": "u1", "to": "111@gcm.googleapis.com"]) { o in
+            h.engine.upstream(from: d.token, UpstreamRequest(messageID: "u1", to: "111@gcm.googleapis.com")) { o in
                 outcome.withLock { $0 = o }
             }
             #expect(server.ids == ["u1"])

@@ -1,5 +1,6 @@
 import Testing
 @testable import CCSProtocol
+import PushDomain
 
 @Suite("Stanza errors (no NACK possible)")
 struct StanzaErrorTests {

@@ -1,5 +1,6 @@
 import Testing
 @testable import CCSProtocol
+import PushDomain
 
 @Suite("Outgoing JSON (CCS → app server)")
 struct OutgoingJSONTests {
@@ -53,30 +54,6 @@ struct OutgoingJSONTests {
         #expect(OutgoingJSON.connectionDraining == #"{"message_type":"control","control_type":"CONNECTION_DRAINING"}"#)
     }
 
-    @Test func upstreamMatchesDocumentation() {
-        #expect(OutgoingJSON.upstream(category: "com.example.yourapp", data: ["hello": "world"], messageID: "m-123",
-                                      from: "REGID", timeToLive: nil)
-            == #"{"category":"com.example.yourapp","data":{"hello":"world"},"message_id":"m-123","from":"REGID"}"#)
-    }
-
-    @Test func upstreamWithTimeToLiveAndSortedData() {
-        let message = UpstreamMessage(category: "com.example.myapplication", data: ["message": "hi", "a": "1"],
-                                      messageID: "000001", from: "tok", timeToLive: 86400)
-        #expect(OutgoingJSON.upstream(message)
-            == #"{"category":"com.example.myapplication","data":{"a":"1","message":"hi"},"message_id":"000001","from":"tok","time_to_live":86400}"#)
-    }
-
-    @Test func receiptMatchesDocumentation() {
-        #expect(OutgoingJSON.receipt(category: "com.example.yourapp", originalMessageID: "m-1366082849205",
-                                     deviceRegistrationID: "REGISTRATION_ID", sentTimestampMillis: 1_366_082_849_205)
-            == #"{"category":"com.example.yourapp","data":{"message_status":"MESSAGE_SENT_TO_DEVICE","original_message_id":"m-1366082849205","device_registration_id":"REGISTRATION_ID","message_sent_timestamp":"1366082849205"},"message_id":"dr2:m-1366082849205","message_type":"receipt","from":"gcm.googleapis.com"}"#)
-    }
-
-    @Test func receiptWithoutCategory() {
-        #expect(OutgoingJSON.receipt(category: nil, originalMessageID: "m", deviceRegistrationID: "d", sentTimestampMillis: 0)
-            == #"{"data":{"message_status":"MESSAGE_SENT_TO_DEVICE","original_message_id":"m","device_registration_id":"d","message_sent_timestamp":"0"},"message_id":"dr2:m","message_type":"receipt","from":"gcm.googleapis.com"}"#)
-    }
-
     @Test func deviceGroupAckMatchesDocumentation() {
         #expect(OutgoingJSON.deviceGroupAck(messageID: "m-1366082849205", from: "aUniqueKey", success: 3, failure: 0)
             == #"{"from":"aUniqueKey","message_type":"ack","success":3,"failure":0,"message_id":"m-1366082849205"}"#)
@@ -104,10 +81,12 @@ struct ConnectionServerMessageTests {
         let nack = Nack(messageID: "m-2", from: "t", code: .serviceUnavailable, description: "d")
         #expect(ConnectionServerMessage.decode(OutgoingJSON.nack(nack)) == .nack(nack))
         #expect(ConnectionServerMessage.decode(OutgoingJSON.connectionDraining) == .control("CONNECTION_DRAINING"))
+        // Upstream messages and receipts are stored bodies, written by StoreModel's StoredJSON
+        // (Tests/SQLiteStoreTests/StoredJSONTests.swift pins these bytes).
         let upstream = UpstreamMessage(category: "c", data: ["k": "v"], messageID: "u-1", from: "tok", timeToLive: 60)
-        #expect(ConnectionServerMessage.decode(OutgoingJSON.upstream(upstream)) == .upstream(upstream))
-        #expect(ConnectionServerMessage.decode(OutgoingJSON.receipt(category: "c", originalMessageID: "m-3",
-                                                                    deviceRegistrationID: "tok", sentTimestampMillis: 42))
+        #expect(ConnectionServerMessage.decode(#"{"category":"c","data":{"k":"v"},"message_id":"u-1","from":"tok","time_to_live":60}"#)
+            == .upstream(upstream))
+        #expect(ConnectionServerMessage.decode(#"{"category":"c","data":{"message_status":"MESSAGE_SENT_TO_DEVICE","original_message_id":"m-3","device_registration_id":"tok","message_sent_timestamp":"42"},"message_id":"dr2:m-3","message_type":"receipt","from":"gcm.googleapis.com"}"#)
             == .receipt(DeliveryReceipt(category: "c", messageID: "dr2:m-3", messageStatus: "MESSAGE_SENT_TO_DEVICE",
                                         originalMessageID: "m-3", deviceRegistrationID: "tok", sentTimestampMillis: 42)))
     }

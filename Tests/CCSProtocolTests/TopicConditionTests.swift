@@ -1,5 +1,6 @@
 import Testing
 @testable import CCSProtocol
+@testable import PushDomain
 
 @Suite("Topic conditions")
 struct TopicConditionTests {

@@ -1,4 +1,5 @@
 import CCSProtocol
+import PushDomain
 import Testing
 @testable import DeviceSimulator
 

@@ -1,4 +1,5 @@
 import CCSProtocol
+import PushDomain
 import Testing
 import WebPushService
 @testable import DeviceSimulator

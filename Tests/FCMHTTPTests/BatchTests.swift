@@ -1,5 +1,6 @@
 @testable import FCMHTTP
 import CCSProtocol
+import PushDomain
 import Hummingbird
 import HummingbirdTesting
 import NIOCore

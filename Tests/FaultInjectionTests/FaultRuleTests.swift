@@ -1,4 +1,5 @@
 import CCSProtocol
+import PushDomain
 import FaultInjection
 import Testing
 

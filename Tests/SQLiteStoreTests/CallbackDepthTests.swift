@@ -35,7 +35,7 @@ import Testing
     static let allowedGrowth = 4096
 
     @Test func theCommittersObserversRunAtTheSameDepthAfterAThousandBatches() async throws {
-        let committer = GroupCommitter(store: try temporaryStore())
+        let committer = GroupCommitter(store: try temporaryStore(), clock: ManualCommitterClock())
         let n = 1000
         let batches = Depths(n: n), after = Depths(n: n)
         committer.observeBatches { _, _ in batches.record() }

@@ -183,7 +183,7 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
 
 @Suite struct GroupCommitterTests {
     @Test(arguments: Backend.available) func completionRunsAfterTheCommitIsVisible(_ backend: Backend) async throws {
-        let committer = GroupCommitter(store: try temporaryStore(backend))
+        let committer = GroupCommitter(store: try temporaryStore(backend), clock: ManualCommitterClock())
         let seen: Int = await withCheckedContinuation { cont in
             committer.submit(.enqueue(message("t", "a"), limits: nil)) { _ in
                 cont.resume(returning: (try? committer.store.queuedMessages(token: "t").count) ?? -1)
@@ -196,7 +196,7 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
     @Test(arguments: Backend.available) func writesSubmittedWhileTheWriterIsBusyShareOneTransaction(_ backend: Backend) async throws {
         // A ticketed write waiting out its delay holds the writer: everything submitted meanwhile
         // waits behind it, and the urgent read at the end takes all of it as one batch.
-        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .seconds(3600))
+        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .seconds(3600), clock: ManualCommitterClock())
         let n = 2000
         committer.submit([.enqueue(message("h", "held"), limits: nil)], ticket: WriteTicket())
         let done = Atomic<Int>(0)
@@ -213,7 +213,7 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
     }
 
     @Test(arguments: Backend.available) func aRepeatedCollapseInOneBatchIsAppliedOnceUnlessAMessageCameBetween(_ backend: Backend) async throws {
-        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .seconds(3600))
+        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .seconds(3600), clock: ManualCommitterClock())
         committer.submit([.enqueue(message("h", "held"), limits: nil)], ticket: WriteTicket())  // holds the batch open
         committer.submit(.enqueue(message("t", "a", collapseKey: "k"), limits: nil))
         for _ in 0..<3 { committer.submit(.collapse(token: "t", collapseKey: "k")) }  // one of them is applied
@@ -230,7 +230,7 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
     }
 
     @Test(arguments: Backend.available) func readsSeeEveryWriteSubmittedBeforeThem(_ backend: Backend) async throws {
-        let committer = GroupCommitter(store: try temporaryStore(backend))
+        let committer = GroupCommitter(store: try temporaryStore(backend), clock: ManualCommitterClock())
         for i in 0..<50 { committer.submit(.enqueue(message("t", "m\(i)"), limits: nil)) }
         let count: Int = await withCheckedContinuation { cont in
             committer.afterPendingWrites { cont.resume(returning: (try? committer.store.queuedMessages(token: "t").count) ?? -1) }
@@ -240,17 +240,21 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
     }
 
     @Test(arguments: Backend.available) func aCancelledWriteIsNeverAppliedAndItsCompletionNeverRuns(_ backend: Backend) async throws {
-        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .milliseconds(300))
+        let clock = ManualCommitterClock()
+        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .milliseconds(300), clock: clock)
         let ticket = WriteTicket()
         let ran = Atomic<Bool>(false)
         committer.submit([.enqueue(message("t", "early"), limits: nil)], ticket: ticket) { _ in
             ran.store(true, ordering: .relaxed)
         }
+        await clock.untilAWriterSleeps()     // the writer holds it: it may still be called off
         #expect(ticket.cancel())
         #expect(!ticket.cancel())
-        // A write behind the cancelled one is not held back by its delay.
+        // A write behind the cancelled one keeps its place: it is written once the delay the writer
+        // waits out is over, without the cancelled one.
         await withCheckedContinuation { cont in
             committer.submit(.enqueue(message("t", "later"), limits: nil)) { _ in cont.resume() }
+            clock.advance(by: .milliseconds(300))
         }
         #expect(try committer.store.queuedMessages(token: "t").map(\.deviceMessageID) == ["later"])
         await committer.shutdown()
@@ -269,7 +273,7 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
             init(_ releases: Releases) { self.releases = releases }
             deinit { releases.threads.withLock { $0.append(pthread_self()) } }
         }
-        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .seconds(60))
+        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .seconds(60), clock: ManualCommitterClock())
         let releases = Releases()
         let ticket = WriteTicket()
         do {
@@ -286,7 +290,8 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
     }
 
     @Test(arguments: Backend.available) func aDelayedWriteKeepsItsPlaceAndIsCommittedWhenNotCancelled(_ backend: Backend) async throws {
-        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .milliseconds(50))
+        let clock = ManualCommitterClock()
+        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .milliseconds(50), clock: clock)
         let ticket = WriteTicket()
         let order = Locked<[String]>([])
         committer.submit([.enqueue(message("t", "first"), limits: nil)], ticket: ticket) { error in
@@ -298,6 +303,7 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
                 order.withLock { $0.append("second") }
                 cont.resume()
             }
+            clock.advance(by: .milliseconds(50))
         }
         #expect(order.withLock { $0 } == ["first", "second"])
         #expect(!ticket.cancel()) // taken: too late to call off
@@ -306,7 +312,7 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
     }
 
     @Test(arguments: Backend.available) func aReaderOrAnUrgentWriteDoesNotWaitOutTheDelayOfWritesAheadOfIt(_ backend: Backend) async throws {
-        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .seconds(60))
+        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .seconds(60), clock: ManualCommitterClock())
         committer.submit([.enqueue(message("t", "live"), limits: nil)], ticket: WriteTicket())
         // The read must see the write ahead of it, so that write is taken now instead of in 60 s.
         let seen: [String] = await withCheckedContinuation { cont in
@@ -325,8 +331,39 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
         await committer.shutdown()
     }
 
+    /// The delay of a cancellable write is a window on the committer's clock: the write and those
+    /// behind it wait while it is open, however long that takes on the wall, and are written together
+    /// the moment the clock reaches its end (before the clock was injected this needed a sleep).
+    @Test(arguments: Backend.available) func theBatchWindowClosesWhenTheClockReachesTheDelay(_ backend: Backend) async throws {
+        let clock = ManualCommitterClock()
+        let committer = GroupCommitter(store: try temporaryStore(backend), cancellableDelay: .milliseconds(50), clock: clock)
+        let (committed, commit) = AsyncStream.makeStream(of: String.self)
+        let ticket = WriteTicket()
+        committer.submit([.enqueue(message("t", "live"), limits: nil)], ticket: ticket) { _ in commit.yield("live") }
+        await clock.untilAWriterSleeps()
+        for i in 0..<3 {
+            committer.submit(.enqueue(message("t", "behind\(i)"), limits: nil)) { _ in commit.yield("behind\(i)") }
+        }
+        clock.advance(by: .milliseconds(49))    // still open: the writer sleeps on, nothing is written
+        await clock.untilAWriterSleeps()
+        #expect(ticket.isPending)
+        #expect(committer.statistics.batches == 0)
+        #expect(try committer.store.queuedMessages(token: "t").isEmpty)
+        clock.advance(by: .milliseconds(1))     // closed: no submission wakes the writer, the clock does
+        var order: [String] = []
+        for await name in committed {
+            order.append(name)
+            if order.count == 4 { break }
+        }
+        #expect(order == ["live", "behind0", "behind1", "behind2"])
+        #expect(!ticket.cancel())
+        let stats = committer.statistics
+        #expect(stats.batches == 1 && stats.ops == 4 && stats.cancellableCommitted == 1 && stats.cancellableCalledOff == 0)
+        await committer.shutdown()
+    }
+
     @Test(arguments: Backend.available) func shutdownCommitsWhatWasSubmittedAndRefusesMore(_ backend: Backend) async throws {
-        let committer = GroupCommitter(store: try temporaryStore(backend))
+        let committer = GroupCommitter(store: try temporaryStore(backend), clock: ManualCommitterClock())
         for i in 0..<10 { committer.submit(.enqueue(message("t", "m\(i)"), limits: nil)) }
         await committer.shutdown()
         #expect(try committer.store.queuedMessages(token: "t").count == 10)
@@ -340,7 +377,7 @@ let limits = QueueLimits(maxCollapseKeys: 4, maxNonCollapsible: 100, overflowNot
     /// submitting thread inside the call: callers submit inside critical sections whose lock their
     /// completion takes, and an inline run was a recursive acquire (issue 39, item 10).
     @Test(arguments: Backend.available) func aRefusedCompletionNeverRunsInsideTheSubmittingCall(_ backend: Backend) async throws {
-        let committer = GroupCommitter(store: try temporaryStore(backend))
+        let committer = GroupCommitter(store: try temporaryStore(backend), clock: ManualCommitterClock())
         await committer.shutdown()
         // The submitter holds a recursive lock around the call; each completion takes it and reads
         // whether the call is still running. Run inline (the same thread, inside the call) it gets

@@ -2,7 +2,7 @@
 import CLibFuzzer
 #endif
 import FuzzSupport
-import CCSProtocol
+import PushDomain
 import Foundation
 
 /// The topic-condition parser.

@@ -57,13 +57,17 @@ public struct TopicConditionError: Error, Sendable, Equatable, CustomStringConve
     public var description: String { reason }
 }
 
-extension DownstreamTarget {
+/// FCM's rules for topic names, whichever API names the topic.
+public enum TopicName {
+    /// What a topic's name follows in a `to` field: `/topics/news`.
+    public static let prefix = "/topics/"
+
     /// FCM's longest topic name.
-    public static let maximumTopicNameLength = 900
+    public static let maximumLength = 900
 
     /// True for a bare topic name (without `/topics/`): `[a-zA-Z0-9-_.~%]{1,900}`.
-    public static func isValidTopicName<S: StringProtocol>(_ name: S) -> Bool {
-        !name.isEmpty && name.utf8.count <= maximumTopicNameLength && name.utf8.allSatisfy(isTopicNameByte)
+    public static func isValid<S: StringProtocol>(_ name: S) -> Bool {
+        !name.isEmpty && name.utf8.count <= maximumLength && name.utf8.allSatisfy(isTopicNameByte)
     }
 }
 
@@ -112,7 +116,7 @@ private struct ConditionParser {
                 while j < bytes.count, bytes[j] != quote { j += 1 }
                 guard j < bytes.count else { throw TopicConditionError(reason: "Unterminated topic name") }
                 let name = String(decoding: bytes[(i + 1)..<j], as: UTF8.self)
-                guard DownstreamTarget.isValidTopicName(name) else {
+                guard TopicName.isValid(name) else {
                     throw TopicConditionError(reason: "Invalid topic name '\(name)'")
                 }
                 tokens.append(.name(name))
