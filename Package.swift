@@ -80,7 +80,7 @@ let package = Package(
         ]),
         .target(name: "XMPPServer", dependencies: [
             "Locking",
-            "XMLStreaming", "PushDomain", "CCSProtocol", "CCSEngine", "StoreModel", "FaultInjection", "AppServerAudit",
+            "XMLStreaming", "PushDomain", "CCSProtocol", "CCSEngine", "StoreModel", "FaultInjection",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -142,7 +142,7 @@ let package = Package(
         ]),
         .target(name: "FCMHTTP", dependencies: [
             "Locking", "HTTPRequestBody", "WebPushService",
-            "PushDomain", "CCSProtocol", "CCSEngine", "GoogleAuth", "PlatformRendering", "FaultInjection", "AppServerAudit",
+            "PushDomain", "CCSProtocol", "CCSEngine", "GoogleAuth", "PlatformRendering", "FaultInjection",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -270,7 +270,7 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
-        .testTarget(name: "CCSEngineTests", dependencies: ["Locking", "PushDomain", "CCSEngine", "StoreModel", "CCSProtocol"]),
+        .testTarget(name: "CCSEngineTests", dependencies: ["Locking", "PushDomain", "CCSEngine", "StoreModel", "CCSProtocol", "AppServerAudit"]),
         .testTarget(name: "LoadGeneratorTests", dependencies: [
             "LoadGenerator",
             .product(name: "NIOCore", package: "swift-nio"),

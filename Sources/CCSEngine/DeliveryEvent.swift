@@ -33,6 +33,8 @@ public enum DeliveryEvent: Sendable {
     case committed(ops: Int, nanoseconds: UInt64)
     /// A fault rule acted.
     case faultApplied(FaultLogEntry)
+    /// What an app server did, as its front end saw it.
+    case appServer(AppServerEvent)
 
     /// The steps of a message's life the engine reports as they happen.
     public enum MessageStep: Sendable {

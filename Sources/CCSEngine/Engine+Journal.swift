@@ -44,3 +44,22 @@ extension Engine {
         committer.observeBatches { [weak self] ops, nanoseconds in self?.report(.committed(ops: ops, nanoseconds: nanoseconds)) }
     }
 }
+
+/// What the front ends tell the engine about app servers (`AppServerEvent`), and the audit's state
+/// they need while a request is open.
+extension Engine {
+    /// An app server's act, as its front end saw it; the audit hears it through its observer.
+    public func report(appServer event: @autoclosure () -> AppServerEvent) {
+        report(.appServer(event()))
+    }
+
+    /// Whether anyone audits app servers (`serve --audit off`: no): a front end skips the work of
+    /// describing a request (its body's digest) when not.
+    public var isAuditing: Bool { audit.isEnabled }
+
+    /// Counts one HTTP send request from its arrival to its answer, so that a report read meanwhile
+    /// waits for what the answer tells the audit (`Auditor.openHTTPRequests`).
+    public func whileSendRequestOpen<T>(_ body: () async throws -> T) async rethrows -> T {
+        try await audit.whileHTTPRequestOpen(body)
+    }
+}

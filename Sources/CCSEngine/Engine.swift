@@ -51,8 +51,10 @@ public final class Engine: Sendable {
             ?? .whole
         self.journal = journal
         self.metrics = metrics
+        let audit = Auditor(enabled: configuration.auditEnabled, now: { clock.nowMillis() })
+        self.audit = audit
         let observers: [any DeliveryObserver] = (journal.map { [JournalObserver(journal: $0, now: { clock.nowMillis() })] } ?? [])
-            + (metrics.map { [$0] } ?? []) + more
+            + (metrics.map { [$0] } ?? []) + (audit.isEnabled ? [AuditObserver(auditor: audit)] : []) + more
         self.observers = observers
         self.clock = clock
         self.configuration = configuration
@@ -72,7 +74,6 @@ public final class Engine: Sendable {
                                                      "message_id": "\(entry.subject.messageID ?? "-")",
                                                      "token": "\(entry.subject.token ?? "-")"])
         })
-        audit = Auditor(enabled: configuration.auditEnabled, now: { clock.nowMillis() })
         var s = State()
         s.registry.replaceSenders(try committer.store.loadSenders())
         for device in try committer.store.loadDevices() {

@@ -62,18 +62,18 @@ public struct FCMHTTPAPI: Sendable {
     var strict: Bool { engine.configuration.authMode == .strict }
 
     public func addRoutes(to router: Router<some RequestContext>) {
-        // The audit counts each send request until it is answered (Auditor.whileHTTPRequestOpen).
+        // The audit counts each send request until it is answered (Engine.whileSendRequestOpen).
         router.post("fcm/send") { request, context in
-            try await self.engine.audit.whileHTTPRequestOpen { try await self.legacySend(request, context) }
+            try await self.engine.whileSendRequestOpen { try await self.legacySend(request, context) }
         }
         router.post("gcm/send") { request, context in
-            try await self.engine.audit.whileHTTPRequestOpen { try await self.legacySend(request, context) }
+            try await self.engine.whileSendRequestOpen { try await self.legacySend(request, context) }
         }
         addDeviceGroupRoutes(to: router)
 
         router.post("v1/projects/:project/messages:send") { request, context in
             let project = try context.parameters.require("project")
-            return try await self.engine.audit.whileHTTPRequestOpen { try await self.v1Send(request, project: project) }
+            return try await self.engine.whileSendRequestOpen { try await self.v1Send(request, project: project) }
         }
         // google-auth's background lookup; this answer means "no regional restriction" and keeps it quiet.
         router.get("v1/projects/:project/serviceAccounts/:email/allowedLocations") { _, _ in
@@ -85,7 +85,7 @@ public struct FCMHTTPAPI: Sendable {
             router.post(RouterPath(path)) { request, context in try await self.token(request, logger: context.logger) }
         }
         // Batches of messages:send (googleapiclient's BatchHttpRequest, older SDKs' send_all).
-        router.post("batch") { request, _ in try await self.engine.audit.whileHTTPRequestOpen { try await self.batch(request) } }
+        router.post("batch") { request, _ in try await self.engine.whileSendRequestOpen { try await self.batch(request) } }
         router.post("batch/fcm") { request, _ in try await self.batch(request) }
         router.post("emulator/v1/credentials") { request, _ in try await self.issueCredentials(request) }
         addTopicRoutes(to: router)

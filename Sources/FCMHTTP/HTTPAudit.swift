@@ -26,15 +26,15 @@ extension FCMHTTPAPI {
     /// A request refused before its target was known (a body that does not parse, a message over the
     /// limits): only the rules about the request itself are judged.
     func auditRefusedRequest(api: String, sender: String, status: Int, request: AuditedRequest) {
-        engine.audit.httpSend(sender: sender, api: api, targetKey: "(refused before its target was read)", tokens: [], status: status,
-                              retryAfterSeconds: nil, unregistered: [], bodyDigest: request.bodyDigest, limit: request.limit,
-                              accessToken: request.accessTokenID)
+        engine.report(appServer: .httpSend(.init(sender: sender, api: api, targetKey: "(refused before its target was read)", tokens: [],
+                                                 status: status, retryAfterSeconds: nil, unregistered: [], bodyDigest: request.bodyDigest,
+                                                 limit: request.limit, accessToken: request.accessTokenID)))
     }
 
     /// The sender a project stands for, when it names exactly one (a project number, a configured
     /// project): whom the audit holds to a request refused before its tokens were read.
     func auditSender(project: String?) -> String? {
-        guard engine.audit.isEnabled, let project, case .success(.fixed(let sender)) = senderChoice(project: project) else { return nil }
+        guard engine.isAuditing, let project, case .success(.fixed(let sender)) = senderChoice(project: project) else { return nil }
         return sender
     }
 
@@ -44,20 +44,20 @@ extension FCMHTTPAPI {
 
     /// A token the token endpoint just issued: its project's sender is held to reusing it.
     func auditTokenFetched(_ token: String) {
-        guard engine.audit.isEnabled, case .success(let grant) = tokens.check(token, nowMillis: engine.clock.nowMillis()),
+        guard engine.isAuditing, case .success(let grant) = tokens.check(token, nowMillis: engine.clock.nowMillis()),
               let sender = auditSender(project: grant.projectID) else { return }
-        engine.audit.accessTokenFetched(sender: sender, id: Self.accessTokenID(token), expiresAtMillis: grant.expiresAtMillis)
+        engine.report(appServer: .accessTokenFetched(sender: sender, id: Self.accessTokenID(token), expiresAtMillis: grant.expiresAtMillis))
     }
 
     /// A v1 request answered 401 for the access token it presented (not for a missing one).
     func auditTokenRefused(authorization: String?, project: String) {
         guard let sender = auditSender(project: project), case .bearer(let token) = AuthorizationHeader.parse(authorization) else { return }
-        engine.audit.accessTokenRefused(sender: sender, id: Self.accessTokenID(token), api: "v1")
+        engine.report(appServer: .accessTokenRefused(sender: sender, id: Self.accessTokenID(token), api: "v1"))
     }
 
     /// The access-token id of a request, for its evidence; nil with the audit off.
     func auditedTokenID(authorization: String?) -> String? {
-        guard engine.audit.isEnabled, case .bearer(let token) = AuthorizationHeader.parse(authorization) else { return nil }
+        guard engine.isAuditing, case .bearer(let token) = AuthorizationHeader.parse(authorization) else { return nil }
         return Self.accessTokenID(token)
     }
 }

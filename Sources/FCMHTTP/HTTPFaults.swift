@@ -41,9 +41,10 @@ extension FCMHTTPAPI {
 
     func auditSend(api: String, sender: String, target: Target, status: Int, retryAfter: Int? = nil,
                    unregistered: [String] = [], canonical: [(old: String, new: String)] = [], request: AuditedRequest = AuditedRequest()) {
-        engine.audit.httpSend(sender: sender, api: api, targetKey: Self.auditKey(target), tokens: Self.tokens(of: target),
-                              status: status, retryAfterSeconds: retryAfter, unregistered: unregistered, canonical: canonical,
-                              bodyDigest: request.bodyDigest, limit: request.limit, accessToken: request.accessTokenID)
+        engine.report(appServer: .httpSend(.init(sender: sender, api: api, targetKey: Self.auditKey(target), tokens: Self.tokens(of: target),
+                                                 status: status, retryAfterSeconds: retryAfter, unregistered: unregistered,
+                                                 canonical: canonical, bodyDigest: request.bodyDigest, limit: request.limit,
+                                                 accessToken: request.accessTokenID)))
     }
 
     /// An injected failure in v1's words: each status as the `google.rpc` status and `FcmError` code FCM

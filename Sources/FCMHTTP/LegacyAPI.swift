@@ -59,7 +59,7 @@ extension FCMHTTPAPI {
         let messageID = Self.newMessageID("http-")
         let decoded = isJSON ? LegacyMessageDecoder.decodeJSON(body, messageID: messageID)
                              : LegacyMessageDecoder.decodeForm(body, messageID: messageID)
-        let audited = engine.audit.isEnabled ? AuditedRequest(bodyDigest: AuditedRequest.digest(body)) : AuditedRequest()
+        let audited = engine.isAuditing ? AuditedRequest(bodyDigest: AuditedRequest.digest(body)) : AuditedRequest()
         let sendRequest: LegacySendRequest
         switch decoded {
         case .failure(let error):
@@ -212,7 +212,7 @@ extension FCMHTTPAPI {
     /// Whom the audit holds to a request refused before it was decoded: the key's one sender, or the
     /// sender of the first token the JSON body names (nil with the audit off, or when none can be told).
     func legacyAuditSender(body: String, isJSON: Bool, _ caller: SenderChoice) -> String? {
-        guard engine.audit.isEnabled else { return nil }
+        guard engine.isAuditing else { return nil }
         if case .fixed(let sender) = caller { return sender }
         guard isJSON, let json = try? JSONValue.parse(body),
               let token = json["to"]?.stringValue ?? json["registration_ids"]?.arrayValue?.first?.stringValue

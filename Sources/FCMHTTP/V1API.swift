@@ -47,7 +47,7 @@ extension FCMHTTPAPI {
     /// and by each part of `/batch`. Answers the success body (`{"name":…}`).
     func v1Send(project: String, body text: String, accessTokenID: String? = nil) async throws(GoogleError) -> String {
         let choice = try senderChoice(project: project).get()
-        let audited = engine.audit.isEnabled
+        let audited = engine.isAuditing
             ? AuditedRequest(bodyDigest: AuditedRequest.digest(text), accessTokenID: accessTokenID) : AuditedRequest()
         let send: V1SendRequest
         do throws(GoogleError) {
@@ -61,7 +61,7 @@ extension FCMHTTPAPI {
             send = try V1MessageDecoder.decode(body, messageID: Self.newMessageID("http-")).get()
         } catch {
             // Refused before its token was read: a project that names one sender still answers for it.
-            if engine.audit.isEnabled, case .fixed(let sender) = choice {
+            if engine.isAuditing, case .fixed(let sender) = choice {
                 var refused = audited
                 refused.limit = error.brokenLimit
                 auditRefusedRequest(api: "v1", sender: sender, status: Int(error.status.code), request: refused)

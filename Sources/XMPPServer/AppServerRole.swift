@@ -1,4 +1,3 @@
-import AppServerAudit
 import CCSEngine
 import CCSProtocol
 import PushDomain
@@ -16,8 +15,8 @@ extension XMPPConnectionHandler {
         case .failure(.stanzaError(let description)):
             write(stanzaError(echoing: stanza, gcmText: gcm.text, description: description))
             if let link {
-                engine.audit.downstreamAnswered(connection: link.id, messageID: stanza.attribute("id") ?? "", to: nil,
-                                                answer: .stanzaError(description))
+                engine.report(appServer: .downstreamAnswered(connection: link.id, messageID: stanza.attribute("id") ?? "", to: nil,
+                                                             answer: .stanzaError(description)))
             }
         case .failure(.nack(let nack)):
             appendGCM(OutgoingJSON.nack(nack))
@@ -25,12 +24,12 @@ extension XMPPConnectionHandler {
                 engine.recordRefused(api: .ccs, sender: principal, token: nack.from, connection: link.id,
                                       clientMessageID: nack.messageID.isEmpty ? nil : nack.messageID,
                                       detail: "NACK \(nack.code.rawValue)")
-                engine.audit.downstreamAnswered(connection: link.id, messageID: nack.messageID, to: nack.from,
-                                                answer: .nack(code: nack.code.rawValue))
+                engine.report(appServer: .downstreamAnswered(connection: link.id, messageID: nack.messageID, to: nack.from,
+                                                             answer: .nack(code: nack.code.rawValue)))
             }
         case .success(.ack(let messageID, let to)):
             if let link {
-                engine.audit.outboundAcknowledged(connection: link.id, messageID: messageID)
+                engine.report(appServer: .outboundAcknowledged(connection: link.id, messageID: messageID))
                 engine.appServerAcknowledged(connectionID: link.id, messageID: messageID, to: to)
             }
         case .success(.nack):
@@ -52,7 +51,7 @@ extension XMPPConnectionHandler {
         let messageID = message.messageID
         let addressee = message.to ?? message.condition
         let engine = self.engine
-        engine.audit.downstreamReceived(connection: link.id, messageID: messageID, to: addressee)
+        engine.report(appServer: .downstreamReceived(connection: link.id, messageID: messageID, to: addressee))
         if link.isDraining {
             refuse(message, link: link, sender: sender, .connectionDraining, "Connection is draining")
             return
@@ -82,7 +81,7 @@ extension XMPPConnectionHandler {
                     link.pending.subtract(1, ordering: .relaxed)
                     return
                 }
-                Self.answer(result, messageID: messageID, addressee: addressee, link: link, audit: engine.audit, plan: plan)
+                Self.answer(result, messageID: messageID, addressee: addressee, link: link, engine: engine, plan: plan)
             }
         }
     }
@@ -91,7 +90,8 @@ extension XMPPConnectionHandler {
     private func refuse(_ message: DownstreamMessage, link: ConnectionLink, sender: String, _ code: NackCode, _ description: String) {
         let addressee = message.to ?? message.condition
         appendGCM(OutgoingJSON.nack(Nack(messageID: message.messageID, from: addressee, code: code, description: description)))
-        engine.audit.downstreamAnswered(connection: link.id, messageID: message.messageID, to: addressee, answer: .nack(code: code.rawValue))
+        engine.report(appServer: .downstreamAnswered(connection: link.id, messageID: message.messageID, to: addressee,
+                                                     answer: .nack(code: code.rawValue)))
         engine.recordRefused(api: .ccs, sender: sender, token: message.to, connection: link.id,
                              clientMessageID: message.messageID, detail: "NACK \(code.rawValue)")
     }
@@ -124,7 +124,7 @@ extension XMPPConnectionHandler {
     /// The ACK or NACK of one send result, with the audit's view of it and the canonical
     /// registration id an ACK names (sent to an earlier token of a refreshed installation).
     static func rendered(_ result: SendResult, messageID: String, addressee: String?)
-        -> (answer: String, audited: Auditor.Answer, canonical: String?) {
+        -> (answer: String, audited: AppServerEvent.Answer, canonical: String?) {
         switch result {
         case .accepted(let token, _, let canonical):
             return (OutgoingJSON.ack(messageID: messageID, from: token, registrationID: canonical), .ack, canonical)
@@ -149,7 +149,7 @@ extension XMPPConnectionHandler {
     }
 
     /// Writes the answer on the connection's loop (now, or after an injected delay).
-    private static func answer(_ result: SendResult, messageID: String, addressee: String?, link: ConnectionLink, audit: Auditor,
+    private static func answer(_ result: SendResult, messageID: String, addressee: String?, link: ConnectionLink, engine: Engine,
                                plan: AnswerPlan) {
         let (answer, audited, canonical) = rendered(result, messageID: messageID, addressee: addressee)
         let deliver: @Sendable () -> Void = {
@@ -158,8 +158,8 @@ extension XMPPConnectionHandler {
             guard let handler = link.handler.value.handler else { return }
             if !plan.drop {
                 handler.writeGCM(answer)
-                audit.downstreamAnswered(connection: link.id, messageID: messageID, to: addressee, answer: audited,
-                                         canonical: canonical)
+                engine.report(appServer: .downstreamAnswered(connection: link.id, messageID: messageID, to: addressee,
+                                                             answer: audited, canonical: canonical))
             }
             if plan.drain { handler.startDraining() }
             if link.pendingCount == 0 { handler.finishPeerEndedStream() }
@@ -180,8 +180,8 @@ extension XMPPConnectionHandler {
         for m in messages {
             writeAndScheduleFlush(head + XMLEscaping.escapeText(m.json) + "</gcm></message>")
             if let link {
-                engine.audit.outboundSent(connection: link.id, messageID: m.messageID,
-                                          receipt: m.messageID.hasPrefix(DeliveryReceipt.messageIDPrefix))
+                engine.report(appServer: .outboundSent(connection: link.id, messageID: m.messageID,
+                                                       receipt: m.messageID.hasPrefix(DeliveryReceipt.messageIDPrefix)))
             }
         }
     }
@@ -218,7 +218,7 @@ extension XMPPConnectionHandler {
         guard role == .appServer, let link, let context, !closing, !link.isDraining else { return }
         link.draining.store(true, ordering: .relaxed)
         engine.connectionDraining(id: link.id)
-        engine.audit.drained(connection: link.id)
+        engine.report(appServer: .drained(connection: link.id))
         writeAndScheduleFlush("<message><data:gcm xmlns:data=\"google:mobile:data\">\(OutgoingJSON.connectionDraining)</data:gcm></message>")
         let bound = link.handler
         drainClose = context.eventLoop.scheduleTask(in: configuration.drainGracePeriod) {

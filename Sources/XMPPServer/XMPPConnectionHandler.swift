@@ -267,7 +267,7 @@ final class XMPPConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
                 perform(negotiation.streamError("resource-constraint", text: "too many connections for sender \(principal)"))
                 return
             }
-            engine.audit.connectionOpened(link.id, sender: principal)
+            engine.report(appServer: .connectionOpened(connection: link.id, sender: principal))
         case .device:
             flushOutput()
             engine.deviceConnected(token: principal, link: link)
@@ -282,7 +282,7 @@ final class XMPPConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         switch role {
         case .appServer:
             engine.connectionClosed(id: link.id)
-            engine.audit.connectionClosed(link.id)
+            engine.report(appServer: .connectionClosed(connection: link.id))
         case .device: engine.deviceDisconnected(token: principal, link: link)
         }
     }

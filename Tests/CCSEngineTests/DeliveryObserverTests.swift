@@ -3,6 +3,7 @@ import CCSProtocol
 import Locking
 import PushDomain
 import StoreModel
+import AppServerAudit
 import Testing
 
 /// Observers hear what happens to messages from the engine's events alone: nothing in the engine
@@ -18,7 +19,8 @@ import Testing
             case .handedOver(let deliveries, let platform): line = "handedOver \(deliveries.map(\.message.appMessageID)) \(platform)"
             case .removed(let removals): line = "removed \(removals.map(\.reason.rawValue))"
             case .faultApplied(let entry): line = "fault \(entry.ruleID)"
-            case .answered, .refusedAtEdge, .receipt, .tapped, .fannedOut, .outboundSent, .sendTook, .batchEnded, .committed:
+            case .answered, .refusedAtEdge, .receipt, .tapped, .fannedOut, .outboundSent, .sendTook, .batchEnded, .committed,
+                 .appServer:
                 line = nil
             }
             if let line { events.withLock { $0.append(line) } }
@@ -51,5 +53,31 @@ import Testing
         await h.settle()
         #expect(recorder.lines.contains("stored a") && recorder.lines.contains("stored b"))
         #expect(recorder.lines.contains("removed [\"collapsed\"]"))
+    }
+}
+
+/// The front ends report what app servers do to the engine; the audit hears it as an observer.
+@Suite struct AuditObserverTests {
+    static func failedThenRetried(_ h: Harness) {
+        let failed = AppServerEvent.HTTPSend(sender: "111", api: "v1", targetKey: "token:t", tokens: ["t"], status: 503,
+                                             retryAfterSeconds: nil, unregistered: [])
+        h.engine.report(appServer: .httpSend(failed))
+        var retried = failed
+        retried.status = 200
+        h.engine.report(appServer: .httpSend(retried))  // at once: no backoff
+    }
+
+    @Test func aRetryWithoutBackoffReportedByAFrontEndIsAFinding() throws {
+        let h = try Harness()
+        Self.failedThenRetried(h)
+        #expect(h.engine.audit.findings(sender: "111").map(\.rule) == [.retryBackoff])
+    }
+
+    @Test func withTheAuditOffNothingListens() throws {
+        var configuration = Engine.Configuration()
+        configuration.auditEnabled = false
+        let h = try Harness(configuration: configuration)
+        Self.failedThenRetried(h)
+        #expect(!h.engine.isAuditing && h.engine.audit.findings().isEmpty)
     }
 }
