@@ -63,7 +63,7 @@ final class APNsGatewayHandler: ChannelInboundHandler, RemovableChannelHandler {
         let engine = self.engine
         let step = current.received(bytes) { n, bundleID in
             // An injected `apns_error` refuses the notification as the real gateway would (docs/conformance.md).
-            for action in engine.faults.decide(.apnsNotification, FaultSubject(
+            for action in engine.intercept(.apnsNotification, FaultSubject(
                 sender: bundleID, token: n.deviceTokenHex, messageID: String(n.identifier), origin: "apns")) {
                 if case .apnsError(let status, _) = action { return APNsStatus(rawValue: status) ?? .unknown }
             }
@@ -83,7 +83,7 @@ final class APNsGatewayHandler: ChannelInboundHandler, RemovableChannelHandler {
             let channel = context.channel
             let handler = NIOLoopBound(self, eventLoop: loop)
             for n in step.accepted {
-                engine.apnsActivity.record(.init(event: .accepted, at: now, bundleID: bundleID,
+                engine.report(apns: .init(event: .accepted, at: now, bundleID: bundleID,
                                                  deviceToken: n.deviceTokenHex, identifier: n.identifier,
                                                  command: n.command.rawValue, priority: n.priority, expiry: n.expiry,
                                                  payload: n.payload))
@@ -104,7 +104,7 @@ final class APNsGatewayHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     private func reject(_ r: APNsRejection, bundleID: String, context: ChannelHandlerContext) {
-        engine.apnsActivity.record(.init(event: .rejected, at: engine.clock.nowMillis(), bundleID: bundleID,
+        engine.report(apns: .init(event: .rejected, at: engine.clock.nowMillis(), bundleID: bundleID,
                                          deviceToken: APNsNotification.hex(r.deviceToken), identifier: r.identifier,
                                          command: r.commandByte, status: r.status.rawValue))
         if r.sendsErrorResponse {

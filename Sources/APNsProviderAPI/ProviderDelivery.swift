@@ -43,7 +43,7 @@ struct ProviderDelivery: Sendable {
 
     /// An `apns_error` rule's answer: its reason, or the one matching its binary status.
     private func injectedReason(_ n: ProviderNotification, connection: String) -> ProviderReason? {
-        for action in engine.faults.decide(.apnsNotification, FaultSubject(
+        for action in engine.intercept(.apnsNotification, FaultSubject(
             sender: n.bundleID, token: n.deviceToken, topic: n.topic, messageID: n.apnsID, origin: "apns_http2:" + connection)) {
             guard case .apnsError(let status, let reason) = action else { continue }
             if let reason, let known = ProviderReason(rawValue: reason) { return known }

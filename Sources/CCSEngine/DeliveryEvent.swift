@@ -35,6 +35,8 @@ public enum DeliveryEvent: Sendable {
     case faultApplied(FaultLogEntry)
     /// What an app server did, as its front end saw it.
     case appServer(AppServerEvent)
+    /// A notification the APNs gateway accepted or rejected, one a device confirmed, or a feedback tuple.
+    case apns(APNsActivity.Entry)
 
     /// The steps of a message's life the engine reports as they happen.
     public enum MessageStep: Sendable {

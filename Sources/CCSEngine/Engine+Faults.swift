@@ -60,3 +60,16 @@ extension Engine {
         }
     }
 }
+
+/// The front ends' point of interception: before a front end answers or passes on a message, the
+/// rules in force may act on it (docs/conformance.md#faults). The injector stays behind the engine.
+extension Engine {
+    /// What the fault rules do to this message at `point` (nothing, at the cost of one atomic load,
+    /// when no rule acts there; the subject is not even made then).
+    public func intercept(_ point: FaultPoint, _ subject: @autoclosure () -> FaultSubject) -> [FaultAction] {
+        faults.decide(point, subject())
+    }
+
+    /// Whether any rule acts at `point`: a front end skips the work of describing a message otherwise.
+    public func intercepts(_ point: FaultPoint) -> Bool { faults.isActive(point) }
+}

@@ -53,6 +53,11 @@ extension Engine {
         report(.appServer(event()))
     }
 
+    /// What the APNs gateway accepted or rejected (the admin API's window of APNs activity listens).
+    public func report(apns entry: APNsActivity.Entry) {
+        report(.apns(entry))
+    }
+
     /// Whether anyone audits app servers (`serve --audit off`: no): a front end skips the work of
     /// describing a request (its body's digest) when not.
     public var isAuditing: Bool { audit.isEnabled }

@@ -20,7 +20,7 @@ extension EngineMetrics: DeliveryObserver {
         case .committed(let ops, let nanoseconds):
             commitDuration.recordNanoseconds(Int64(nanoseconds))
             batchSize.record(ops)
-        case .message, .receipt, .tapped, .removed, .batchEnded, .faultApplied, .appServer: break
+        case .message, .receipt, .tapped, .removed, .batchEnded, .faultApplied, .appServer, .apns: break
         }
     }
 

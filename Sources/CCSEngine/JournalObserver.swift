@@ -45,7 +45,7 @@ final class JournalObserver: DeliveryObserver {
             removals.withLock { $0 += removed }
         case .batchEnded: journalRemovals()
         case .faultApplied(let entry): fault(entry)
-        case .outboundSent, .sendTook, .committed, .appServer: break
+        case .outboundSent, .sendTook, .committed, .appServer, .apns: break
         }
     }
 

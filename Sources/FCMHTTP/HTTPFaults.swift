@@ -29,11 +29,11 @@ extension FCMHTTPAPI {
 
     /// An `http_error` rule that fires for this send: (status, Retry-After seconds).
     func injectedHTTPError(api: String, sender: String?, target: Target) -> (status: Int, retryAfter: Int?)? {
-        guard engine.faults.isActive(.httpSend) else { return nil }
+        guard engine.intercepts(.httpSend) else { return nil }
         var topic: String?
         if case .topic(let t) = target { topic = t }
         let subject = FaultSubject(sender: sender, token: Self.tokens(of: target).first, topic: topic, origin: "http:\(api)")
-        for action in engine.faults.decide(.httpSend, subject) {
+        for action in engine.intercept(.httpSend, subject) {
             if case .httpError(let status, let retryAfter) = action { return (status, retryAfter) }
         }
         return nil

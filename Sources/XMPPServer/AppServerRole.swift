@@ -101,7 +101,7 @@ extension XMPPConnectionHandler {
     /// no rule acts here.
     private func faultPlan(_ message: DownstreamMessage, link: ConnectionLink, sender: String) -> AnswerPlan? {
         var plan = AnswerPlan()
-        for action in engine.faults.decide(.ccsDownstream, FaultSubject(
+        for action in engine.intercept(.ccsDownstream, FaultSubject(
             sender: sender, token: message.to.flatMap { $0.hasPrefix("/topics/") ? nil : $0 },
             topic: message.to.flatMap { $0.hasPrefix("/topics/") ? $0 : nil }, messageID: message.messageID,
             origin: "ccs:\(link.id)")) {

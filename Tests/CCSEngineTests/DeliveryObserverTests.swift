@@ -20,7 +20,7 @@ import Testing
             case .removed(let removals): line = "removed \(removals.map(\.reason.rawValue))"
             case .faultApplied(let entry): line = "fault \(entry.ruleID)"
             case .answered, .refusedAtEdge, .receipt, .tapped, .fannedOut, .outboundSent, .sendTook, .batchEnded, .committed,
-                 .appServer:
+                 .appServer, .apns:
                 line = nil
             }
             if let line { events.withLock { $0.append(line) } }
