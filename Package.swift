@@ -63,7 +63,7 @@ let package = Package(
             // What a node sends through NOTIFY is sealed with the cluster's key (ChaChaPoly).
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
-        .target(name: "FaultInjection", dependencies: ["Locking", "PushDomain", "CCSProtocol"]),
+        .target(name: "FaultInjection", dependencies: ["Locking", "PushDomain"]),
         .target(name: "MessageJournal", dependencies: [
             "Locking",
             "PushDomain",
@@ -262,7 +262,7 @@ let package = Package(
             .product(name: "NIOHPACK", package: "swift-nio-http2"),
         ]),
         .testTarget(name: "CCSProtocolTests", dependencies: ["CCSProtocol", "PushDomain"]),
-        .testTarget(name: "FaultInjectionTests", dependencies: ["FaultInjection", "PushDomain", "CCSProtocol"]),
+        .testTarget(name: "FaultInjectionTests", dependencies: ["FaultInjection", "PushDomain"]),
         .testTarget(name: "AppServerAuditTests", dependencies: ["AppServerAudit"]),
         .testTarget(name: "ConformanceRunnerTests", dependencies: ["ConformanceRunner", "AppServerAudit", "PushDomain"]),
         .testTarget(name: "SQLiteStoreTests", dependencies: [

@@ -5,8 +5,6 @@ import StoreModel
 public protocol DeviceLink: AnyObject, Sendable {
     /// Writes these messages (JSON objects, as the app sees them) to the device.
     func deliver(_ messages: [DeviceDelivery])
-    /// Answers an upstream message the device sent: `{"message_type":"sent"|"send_error",…}`.
-    func answerUpstream(_ json: String)
     /// Closes the connection (the device went offline, or was uninstalled).
     func close()
     /// Whether the device wants each message's platform view (`DeviceDelivery.view`). A device can

@@ -1,4 +1,3 @@
-import CCSProtocol
 import PushDomain
 
 /// A rule as the admin API and scenario files write it:

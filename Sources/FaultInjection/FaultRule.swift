@@ -1,4 +1,4 @@
-import CCSProtocol
+import PushDomain
 
 /// Where in a message's path a fault can be applied; each front end asks at its own point.
 public enum FaultPoint: String, Sendable, CaseIterable {

@@ -173,9 +173,6 @@ final class WebPushLink: DeviceLink {
         for message in messages { outbox.yield(message) }
     }
 
-    /// A web device on Web Push sends nothing upstream.
-    func answerUpstream(_ json: String) {}
-
     func close() {
         ended.store(true, ordering: .relaxed)
         outbox.finish()

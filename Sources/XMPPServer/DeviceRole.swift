@@ -19,9 +19,9 @@ extension XMPPConnectionHandler {
             guard let link else { return }
             switch DeviceUpstream.request(from: json) {
             case .success(let request):
-                engine.upstream(from: token, request) { outcome in link.answerUpstream(DeviceUpstream.answer(outcome)) }
+                engine.upstream(from: token, request) { outcome in link.answerUpstream(outcome) }
             case .failure(let refused):
-                link.answerUpstream(DeviceUpstream.answer(.sendError(messageID: refused.messageID, error: refused.error)))
+                link.answerUpstream(.sendError(messageID: refused.messageID, error: refused.error))
             }
             return
         }

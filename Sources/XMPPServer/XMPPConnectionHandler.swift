@@ -1,5 +1,6 @@
 import CCSEngine
 import CCSProtocol
+import PushDomain
 import StoreModel
 import Logging
 import NIOCore
@@ -416,7 +417,12 @@ final class ConnectionLink: AppServerLink, DeviceLink {
 
     func drain() { onHandler { $0.startDraining() } }
     func deliver(_ messages: [DeviceDelivery]) { onHandler { $0.deliverToDevice(messages) } }
-    func answerUpstream(_ json: String) { onHandler { $0.writeGCM(json) } }
+    /// The device channel's answer to an upstream message the device sent (the engine's answer, or
+    /// the role's own refusal), written as the JSON the device receives.
+    func answerUpstream(_ outcome: UpstreamOutcome) {
+        let json = DeviceUpstream.answer(outcome)
+        onHandler { $0.writeGCM(json) }
+    }
     func sendOutbound(_ messages: [OutboundMessage]) { onHandler { $0.sendToAppServer(messages) } }
     func close() { onHandler { $0.perform($0.negotiation.serverClosing()) } }
 }

@@ -150,7 +150,6 @@ final class ConfirmingLink: DeviceLink {
         received.add(messages.count, ordering: .relaxed)
         for d in messages { engine.deviceAcknowledged(token: token, deviceMessageID: d.message.deviceMessageID) }
     }
-    func answerUpstream(_ json: String) {}
     func close() {}
 
     /// The payload's `"t":<digits>` read in place: parsing the whole JSON here would charge the

@@ -156,7 +156,6 @@ final class CountingLink: DeviceLink {
         firstAt.withLock { if $0 == nil { $0 = .now } }
         received.add(messages.count, ordering: .relaxed)
     }
-    func answerUpstream(_ json: String) {}
     func close() {}
 }
 

@@ -8,11 +8,9 @@ import Synchronization
 
 final class FakeDevice: DeviceLink {
     let delivered = Locked<[DeviceDelivery]>([])
-    let answers = Locked<[String]>([])
     let closed = Atomic<Bool>(false)
 
     func deliver(_ messages: [DeviceDelivery]) { delivered.withLock { $0 += messages } }
-    func answerUpstream(_ json: String) { answers.withLock { $0.append(json) } }
     func close() { closed.store(true, ordering: .relaxed) }
 
     var ids: [String] { delivered.withLock { $0.map(\.message.deviceMessageID) } }

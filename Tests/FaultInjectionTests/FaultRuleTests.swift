@@ -1,4 +1,3 @@
-import CCSProtocol
 import PushDomain
 import FaultInjection
 import Testing
