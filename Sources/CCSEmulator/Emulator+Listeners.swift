@@ -41,8 +41,8 @@ extension Emulator {
         let webPush = try makeWebPush(config, engine: core.engine, dataDir: dataDir, group: group, logger: logger)
         if let webPush {
             info.vapidPublicKey = webPush.vapidPublicKey
-            services.add("web-push", .closeConnections, RunUntilShutdown("web-push", start: { webPush.delivery.start() },
-                                                                          stop: { await webPush.delivery.shutdown() }))
+            // Started once the start has finished (`launch`): a failed start pushes nothing.
+            services.add("web-push", .closeConnections, StopOnShutdown("web-push") { await webPush.delivery.shutdown() })
         }
         return BoundListeners(info: info, webPush: webPush?.delivery)
     }

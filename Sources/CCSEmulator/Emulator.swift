@@ -8,6 +8,7 @@ import NIOPosix
 import PostgresStore
 import PushDomain
 import ServiceLifecycle
+import WebPushDelivery
 import XMPPServer
 
 /// One running emulator: the store, the engine and every listener, each a service of one
@@ -42,6 +43,7 @@ public final class Emulator: Sendable {
         let group: MultiThreadedEventLoopGroup
         let router: Router<BasicRequestContext>
         let info: PublishedInfo
+        let webPush: WebPushDelivery?
     }
 
     /// Opens the store, binds every listener, and returns once all of them accept connections. Whatever
@@ -81,7 +83,7 @@ public final class Emulator: Sendable {
         addTicker(core.engine, group: group, services: &services)
         let info = PublishedInfo(listeners.info)
         let router = try makeRouter(config, core: core, dataDir: dataDir, info: info)
-        return Prepared(core: core, tls: tls, group: group, router: router, info: info)
+        return Prepared(core: core, tls: tls, group: group, router: router, info: info, webPush: listeners.webPush)
     }
 
     /// Expiry and ACK timeouts: once a second on the wall clock (the virtual clock also ticks on advance).
@@ -105,17 +107,13 @@ public final class Emulator: Sendable {
         let group = services.makeGroup(logger: serviceLogger(logger))
         let running = Task { try await group.run() }
         do {
-            let httpPort = try await boundPort(http.plain, option: "--http-port", requested: config.httpPort,
-                                               host: config.bindHost, running: running)
-            let info = prepared.info.setHTTPPort(httpPort)
-            var tlsPort: Int?
-            if let https = http.tls {
-                tlsPort = try await boundPort(https, option: "--https-port", requested: config.httpsPort ?? 0,
-                                              host: config.bindHost, running: running)
-            }
+            let ports = try await httpPorts(http, config: config, running: running)
+            let info = prepared.info.setHTTPPort(ports.plain)
+            let tlsPort = ports.tls
             let proxyPort = try await bindProxy(config, into: proxy, tlsPort: tlsPort, info: info, group: prepared.group,
                                                 logger: logger)
             settings.started = true
+            prepared.webPush?.start()
             return Emulator(engine: prepared.core.engine, info: info, httpsPort: config.httpsPort == nil ? nil : tlsPort,
                             proxyPort: proxyPort, services: group, running: running, settings: settings, logger: logger)
         } catch {
@@ -125,17 +123,29 @@ public final class Emulator: Sendable {
         }
     }
 
-    /// The port an HTTP server bound, or why it did not bind.
-    static func boundPort(_ port: ListenerPort, option: String, requested: Int, host: String,
-                          running: Task<Void, any Error>) async throws -> Int {
-        switch await port.outcome() {
-        case .bound(let bound): return bound
-        case .failed(let error): throw ListenerError(error, option: option, port: requested, host: host)
-        case .stopped:
-            // Stopped before it bound: another service failed and stopped the group.
-            if case .failure(let error) = await running.result { throw error }
-            throw ConfigurationError("the HTTP listener (\(option)) did not start")
+    /// The ports the HTTP servers bound, or why one did not bind. Every server's outcome is awaited
+    /// first: when one fails, the group stops the other, which then reports that it stopped.
+    static func httpPorts(_ http: (plain: ListenerPort, tls: ListenerPort?), config: EmulatorConfiguration,
+                          running: Task<Void, any Error>) async throws -> (plain: Int, tls: Int?) {
+        var listeners = [(option: "--http-port", port: http.plain, requested: config.httpPort)]
+        if let tls = http.tls { listeners.append(("--https-port", tls, config.httpsPort ?? 0)) }
+        var outcomes: [ListenerPort.Outcome] = []
+        for listener in listeners { outcomes.append(await listener.port.outcome()) }
+        var bound: [Int] = []
+        for (listener, outcome) in zip(listeners, outcomes) {
+            switch outcome {
+            case .bound(let port): bound.append(port)
+            case .failed(let error):
+                throw ListenerError(error, option: listener.option, port: listener.requested, host: config.bindHost)
+            case .stopped: continue
+            }
         }
+        guard bound.count == listeners.count else {
+            // Stopped before binding: another service failed and stopped the group.
+            if case .failure(let error) = await running.result { throw error }
+            throw ConfigurationError("the HTTP listeners stopped before they started")
+        }
+        return (bound[0], bound.count > 1 ? bound[1] : nil)
     }
 
     /// Proxy mode's CONNECT listener (`--proxy-port`), on the emulator's event loops.

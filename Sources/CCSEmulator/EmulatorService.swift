@@ -17,23 +17,3 @@ struct StopOnShutdown: Service, CustomStringConvertible {
         await stop()
     }
 }
-
-/// A part of a running emulator that starts when the group runs (a timer, a sender) and stops on the
-/// group's graceful shutdown.
-struct RunUntilShutdown: Service, CustomStringConvertible {
-    let description: String
-    let start: @Sendable () -> Void
-    let stop: @Sendable () async -> Void
-
-    init(_ name: String, start: @escaping @Sendable () -> Void, stop: @escaping @Sendable () async -> Void) {
-        self.description = name
-        self.start = start
-        self.stop = stop
-    }
-
-    func run() async throws {
-        start()
-        try? await gracefulShutdown()
-        await stop()
-    }
-}

@@ -91,4 +91,24 @@ import Testing
         await again.shutdown()
         _ = emulator
     }
+
+    /// The TLS server fails while the plain one binds: the error names the TLS server's option.
+    @Test func theHTTPSListenerFailingIsNamedAlthoughThePlainOneBound() async throws {
+        let dir = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let taken = try await Self.occupiedPort()
+        defer { taken.close(promise: nil) }
+        var c = Self.configuration(dataDirectory: dir)
+        c.httpsPort = taken.localAddress?.port ?? 0
+        do {
+            _ = try await Emulator.start(c, logger: Self.quiet)
+            Issue.record("started although --https-port was taken")
+        } catch let error as ListenerError {
+            #expect(error.description.contains("--https-port"))
+        }
+        c.httpsPort = 0
+        let emulator = try await Emulator.start(c, logger: Self.quiet)
+        #expect(emulator.httpsPort != nil)
+        await emulator.shutdown()
+    }
 }
