@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -10,6 +11,7 @@ import Darwin
 /// device connected to the first would sit in the store until that device reconnects.
 final class DataDirectoryLock: Sendable {
     let descriptor: Int32
+    private let held = Locked(true)
     /// Why the lock is not held although nobody else holds it (a file system without `flock`).
     let problem: String?
 
@@ -51,5 +53,11 @@ final class DataDirectoryLock: Sendable {
         return Int32(String(decoding: buffer[..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
-    deinit { close(descriptor) } // closing the last descriptor releases the lock
+    /// Releases the lock (closing the last descriptor does); the emulator's last step of a stop.
+    func release() {
+        let wasOpen = held.withLock { o -> Bool in defer { o = false }; return o }
+        if wasOpen { close(descriptor) }
+    }
+
+    deinit { release() }
 }

@@ -72,21 +72,7 @@ public struct DevelopmentCA: Sendable {
             caCert = try Certificate(pemEncoded: String(contentsOfFile: ca.caCertPath, encoding: .utf8))
         } else {
             caKey = P256.Signing.PrivateKey()
-            let name = try DistinguishedName {
-                OrganizationName("ccs-emulator")
-                CommonName("ccs-emulator development CA")
-            }
-            caCert = try Certificate(
-                version: .v3, serialNumber: .init(), publicKey: .init(caKey.publicKey),
-                notValidBefore: now.addingTimeInterval(-3600), notValidAfter: now.addingTimeInterval(10 * 365 * 86400),
-                issuer: name, subject: name, signatureAlgorithm: .ecdsaWithSHA256,
-                extensions: try Certificate.Extensions {
-                    Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
-                    Critical(KeyUsage(keyCertSign: true, cRLSign: true))
-                    Critical(nameConstraints)
-                    SubjectKeyIdentifier(hash: caKey.publicKey)
-                },
-                issuerPrivateKey: .init(caKey))
+            caCert = try makeCACertificate(key: caKey, now: now)
             try write(caKey.pemRepresentation, to: caKeyPath, private: true)
             try write(try caCert.serializeAsPEM().pemString, to: ca.caCertPath, private: false)
             try? fm.removeItem(atPath: ca.serverCertPath)
@@ -95,29 +81,54 @@ public struct DevelopmentCA: Sendable {
         if !fm.fileExists(atPath: ca.serverCertPath) || !fm.fileExists(atPath: ca.serverKeyPath)
             || !serverCertificateIsCurrent(at: ca.serverCertPath, issuer: caCert, now: now) {
             let key = P256.Signing.PrivateKey()
-            let subject = try DistinguishedName {
-                OrganizationName("ccs-emulator")
-                CommonName("localhost")
-            }
-            var names: [GeneralName] = servedNames(under: caCert).map { .dnsName($0) }
-            names += serverAddresses.map { .ipAddress(ASN1OctetString(contentBytes: ArraySlice($0))) }
-            let cert = try Certificate(
-                version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
-                notValidBefore: now.addingTimeInterval(-3600), notValidAfter: now.addingTimeInterval(2 * 365 * 86400),
-                issuer: caCert.subject, subject: subject, signatureAlgorithm: .ecdsaWithSHA256,
-                extensions: try Certificate.Extensions {
-                    Critical(BasicConstraints.notCertificateAuthority)
-                    // ECDSA keys sign; they cannot encipher (RFC 5480 §3), so no keyEncipherment.
-                    Critical(KeyUsage(digitalSignature: true))
-                    try ExtendedKeyUsage([.serverAuth])
-                    SubjectAlternativeNames(names)
-                    SubjectKeyIdentifier(hash: key.publicKey)
-                },
-                issuerPrivateKey: .init(caKey))
+            let cert = try makeServerCertificate(key: key, issuer: caCert, issuerKey: caKey, now: now)
             try write(key.pemRepresentation, to: ca.serverKeyPath, private: true)
             try write(try cert.serializeAsPEM().pemString, to: ca.serverCertPath, private: false)
         }
         return ca
+    }
+
+    /// The CA: ten years, name-constrained to the names and addresses the emulator serves.
+    static func makeCACertificate(key caKey: P256.Signing.PrivateKey, now: Date) throws -> Certificate {
+        let name = try DistinguishedName {
+            OrganizationName("ccs-emulator")
+            CommonName("ccs-emulator development CA")
+        }
+        return try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(caKey.publicKey),
+            notValidBefore: now.addingTimeInterval(-3600), notValidAfter: now.addingTimeInterval(10 * 365 * 86400),
+            issuer: name, subject: name, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                Critical(nameConstraints)
+                SubjectKeyIdentifier(hash: caKey.publicKey)
+            },
+            issuerPrivateKey: .init(caKey))
+    }
+
+    /// The server certificate: two years, every name the emulator serves under `issuer`'s constraints.
+    static func makeServerCertificate(key: P256.Signing.PrivateKey, issuer caCert: Certificate,
+                                      issuerKey caKey: P256.Signing.PrivateKey, now: Date) throws -> Certificate {
+        let subject = try DistinguishedName {
+            OrganizationName("ccs-emulator")
+            CommonName("localhost")
+        }
+        var names: [GeneralName] = servedNames(under: caCert).map { .dnsName($0) }
+        names += serverAddresses.map { .ipAddress(ASN1OctetString(contentBytes: ArraySlice($0))) }
+        return try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
+            notValidBefore: now.addingTimeInterval(-3600), notValidAfter: now.addingTimeInterval(2 * 365 * 86400),
+            issuer: caCert.subject, subject: subject, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                // ECDSA keys sign; they cannot encipher (RFC 5480 §3), so no keyEncipherment.
+                Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([.serverAuth])
+                SubjectAlternativeNames(names)
+                SubjectKeyIdentifier(hash: key.publicKey)
+            },
+            issuerPrivateKey: .init(caKey))
     }
 
     /// Whether the server certificate at `path` was issued by `issuer`, covers every name the emulator

@@ -64,45 +64,53 @@ struct SenderFile {
         }
         result.sendersListed = true
         for (index, entry) in list.enumerated() {
-            let place = "--config \(file): senders[\(index)]"
-            guard case .object(let e) = entry else {
-                throw ConfigurationError("\(place) is \(entry.kindDescription), expected {\"sender_id\":…,\"server_key\":…}")
-            }
-            let id: String
-            switch e["sender_id"] {
-            case .string(let s)?: id = s
-            case .int(let n)? where n >= 0: id = String(n)
-            case nil: throw ConfigurationError("\(place) has no \"sender_id\"")
-            case let other?: throw ConfigurationError("\(place): \"sender_id\" is \(other.kindDescription), expected a string of digits or a non-negative integer")
-            }
-            guard !id.isEmpty, id.count <= 32, id.allSatisfy({ $0.isASCII && $0.isNumber }) else {
-                throw ConfigurationError("\(place): \"sender_id\" \"\(id)\" is not 1 to 32 digits")
-            }
-            guard case .string(let key)? = e["server_key"] else {
-                throw ConfigurationError("\(place) (sender \(id)) has no \"server_key\" string")
-            }
-            guard !key.isEmpty else { throw ConfigurationError("\(place) (sender \(id)): \"server_key\" is empty") }
-            result.senders[id] = key
-            switch e["project_id"] {
-            case nil, .null?:
-                break
-            case .string(let project)?:
-                guard ProjectID.isValid(project) else {
-                    throw ConfigurationError("\(place) (sender \(id)): \"project_id\" \(JSONValue.string(String(project.prefix(80))).encoded()) is invalid: \(ProjectID.rule)")
-                }
-                // A project number is the sender ID itself (Google accepts projects/NUMBER/…).
-                if ProjectID.isNumber(project), project != id {
-                    throw ConfigurationError("\(place) (sender \(id)): \"project_id\" \"\(project)\" is a project number, which is the sender ID itself; use a project name, or leave it out")
-                }
-                if let other = result.projects[project], other != id {
-                    throw ConfigurationError("\(place) (sender \(id)): \"project_id\" \"\(project)\" is already sender \(other)'s")
-                }
-                result.projects[project] = id
-            case let other?:
-                throw ConfigurationError("\(place) (sender \(id)): \"project_id\" is \(other.kindDescription), expected a string")
-            }
+            try result.add(entry, place: "--config \(file): senders[\(index)]")
         }
         return result
+    }
+
+    /// One entry of "senders": its sender ID and key, and its project when it names one.
+    private mutating func add(_ entry: JSONValue, place: String) throws {
+        guard case .object(let e) = entry else {
+            throw ConfigurationError("\(place) is \(entry.kindDescription), expected {\"sender_id\":…,\"server_key\":…}")
+        }
+        let id: String
+        switch e["sender_id"] {
+        case .string(let s)?: id = s
+        case .int(let n)? where n >= 0: id = String(n)
+        case nil: throw ConfigurationError("\(place) has no \"sender_id\"")
+        case let other?: throw ConfigurationError("\(place): \"sender_id\" is \(other.kindDescription), expected a string of digits or a non-negative integer")
+        }
+        guard !id.isEmpty, id.count <= 32, id.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+            throw ConfigurationError("\(place): \"sender_id\" \"\(id)\" is not 1 to 32 digits")
+        }
+        guard case .string(let key)? = e["server_key"] else {
+            throw ConfigurationError("\(place) (sender \(id)) has no \"server_key\" string")
+        }
+        guard !key.isEmpty else { throw ConfigurationError("\(place) (sender \(id)): \"server_key\" is empty") }
+        senders[id] = key
+        switch e["project_id"] {
+        case nil, .null?:
+            break
+        case .string(let project)?:
+            try addProject(project, sender: id, place: place)
+        case let other?:
+            throw ConfigurationError("\(place) (sender \(id)): \"project_id\" is \(other.kindDescription), expected a string")
+        }
+    }
+
+    private mutating func addProject(_ project: String, sender id: String, place: String) throws {
+        guard ProjectID.isValid(project) else {
+            throw ConfigurationError("\(place) (sender \(id)): \"project_id\" \(JSONValue.string(String(project.prefix(80))).encoded()) is invalid: \(ProjectID.rule)")
+        }
+        // A project number is the sender ID itself (Google accepts projects/NUMBER/…).
+        if ProjectID.isNumber(project), project != id {
+            throw ConfigurationError("\(place) (sender \(id)): \"project_id\" \"\(project)\" is a project number, which is the sender ID itself; use a project name, or leave it out")
+        }
+        if let other = projects[project], other != id {
+            throw ConfigurationError("\(place) (sender \(id)): \"project_id\" \"\(project)\" is already sender \(other)'s")
+        }
+        projects[project] = id
     }
 
     /// "Unexpected character (}) at line 4, column 3 (a trailing comma?)": the parser counts bytes,
