@@ -26,26 +26,7 @@ struct BenchAPNs: AsyncParsableCommand {
             docs/benchmarks.md.
             """)
 
-    @Option(help: "Provider connections.")
-    var connections = 4
-    @Option(help: "Online iOS devices the notifications cycle through.")
-    var devices = 100
-    @Option(help: "Notifications in total.")
-    var notifications = 200_000
-    @Option(help: "Notifications per second in total (open loop); default: as fast as possible.")
-    var rate: Double?
-    @Option(help: "Event-loop threads of the generator's provider connections.")
-    var threads = 1
-    @Flag(help: "Print one JSON object instead of text.")
-    var json = false
-
-    func validate() throws {
-        guard (1...1000).contains(connections) else { throw ValidationError("--connections must be 1 … 1000") }
-        guard (1...100_000).contains(devices) else { throw ValidationError("--devices must be 1 … 100000") }
-        guard (1...100_000_000).contains(notifications) else { throw ValidationError("--notifications must be 1 … 100000000") }
-        if let rate, !(rate.isFinite && rate > 0 && rate <= 10_000_000) { throw ValidationError("--rate must be 0 … 10000000") }
-        guard (1...64).contains(threads) else { throw ValidationError("--threads must be 1 … 64") }
-    }
+    @OptionGroup var load: APNsBenchLoad
 
     func run() async throws {
         let server = try await EmbeddedBenchServer.start { _ in }
@@ -56,7 +37,7 @@ struct BenchAPNs: AsyncParsableCommand {
                                                               outputDirectory: server.directory + "/apns")
         var tokens: [[UInt8]] = []
         var links: [ConfirmingLink] = []
-        for _ in 0..<devices {
+        for _ in 0..<load.devices {
             let device = try await engine.registerDevice(app: bundle, senders: [], platform: .ios, apns: .generate)
             let link = ConfirmingLink(engine: engine, token: device.token)
             engine.deviceConnected(token: device.token, link: link)
@@ -66,14 +47,14 @@ struct BenchAPNs: AsyncParsableCommand {
         }
         await engine.sync()
 
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
-        let perConnection = notifications / connections
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: load.threads)
+        let perConnection = load.notifications / load.connections
         var providers: [APNsProviderConnection] = []
         let acceptedBefore = engine.apnsActivity.counts[.accepted] ?? 0
         let start = ContinuousClock.now
-        for i in 0..<connections {
-            let count = perConnection + (i < notifications % connections ? 1 : 0)
-            let plan = APNsProviderConnection.Plan(tokens: tokens, count: count, rate: rate.map { $0 / Double(connections) })
+        for i in 0..<load.connections {
+            let count = perConnection + (i < load.notifications % load.connections ? 1 : 0)
+            let plan = APNsProviderConnection.Plan(tokens: tokens, count: count, rate: load.rate.map { $0 / Double(load.connections) })
             providers.append(try await APNsProviderConnection.connect(
                 host: "127.0.0.1", port: server.emulator.info.apnsPort, certificatePath: cert.certificatePath,
                 keyPath: cert.keyPath, plan: plan, group: group))
@@ -84,7 +65,7 @@ struct BenchAPNs: AsyncParsableCommand {
         var lastCount = -1, stalledSince = ContinuousClock.now
         while true {
             let delivered = links.reduce(0) { $0 + $1.received.load(ordering: .relaxed) }
-            if delivered >= notifications { break }
+            if delivered >= load.notifications { break }
             if delivered != lastCount { lastCount = delivered; stalledSince = .now }
             if ContinuousClock.now - stalledSince > .seconds(30) { break }
             try await Task.sleep(for: .milliseconds(2))
@@ -104,19 +85,19 @@ struct BenchAPNs: AsyncParsableCommand {
 
         let seconds = BenchTopic.seconds(elapsed)
         let figures: [String: Any] = [
-            "scenario": "apns", "connections": connections, "devices": devices, "notifications": notifications,
-            "rate": rate as Any, "accepted": Int(accepted), "delivered": delivered, "refused_connections": refused,
+            "scenario": "apns", "connections": load.connections, "devices": load.devices, "notifications": load.notifications,
+            "rate": load.rate as Any, "accepted": Int(accepted), "delivered": delivered, "refused_connections": refused,
             "write_seconds": BenchTopic.seconds(written), "seconds": seconds,
             "accepted_per_second": Double(accepted) / max(seconds, 1e-9),
             "delivered_per_second": Double(delivered) / max(seconds, 1e-9),
             "latency_ms": ["p50": percentile(0.5), "p99": percentile(0.99), "max": percentile(1.0)],
         ]
-        if json {
+        if load.json {
             let data = try JSONSerialization.data(withJSONObject: figures.filter { !($0.value is NSNull) }, options: [.sortedKeys])
             print(String(decoding: data, as: UTF8.self))
         } else {
-            print("apns: \(connections) provider connections → \(devices) online iOS devices, \(notifications) notifications"
-                  + (rate.map { ", \(Int($0))/s" } ?? ", as fast as possible"))
+            print("apns: \(load.connections) provider connections → \(load.devices) online iOS devices, \(load.notifications) notifications"
+                  + (load.rate.map { ", \(Int($0))/s" } ?? ", as fast as possible"))
             print(String(format: "  accepted   %d  (%.0f/s)", accepted, Double(accepted) / max(seconds, 1e-9)))
             print(String(format: "  delivered  %d  (%.0f/s)", delivered, Double(delivered) / max(seconds, 1e-9)))
             print(String(format: "  provider write → device  p50 %.2f ms  p99 %.2f ms  max %.2f ms",

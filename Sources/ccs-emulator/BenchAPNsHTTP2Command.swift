@@ -22,26 +22,7 @@ struct BenchAPNsHTTP2: AsyncParsableCommand {
             device latency (p50/p99/max). See docs/benchmarks.md.
             """)
 
-    @Option(help: "HTTP/2 provider connections.")
-    var connections = 4
-    @Option(help: "Online iOS devices the notifications cycle through.")
-    var devices = 100
-    @Option(help: "Notifications in total.")
-    var notifications = 200_000
-    @Option(help: "Notifications per second in total (open loop); default: as fast as the streams allow.")
-    var rate: Double?
-    @Option(help: "Event-loop threads of the generator's connections.")
-    var threads = 1
-    @Flag(help: "Print one JSON object instead of text.")
-    var json = false
-
-    func validate() throws {
-        guard (1...1000).contains(connections) else { throw ValidationError("--connections must be 1 … 1000") }
-        guard (1...100_000).contains(devices) else { throw ValidationError("--devices must be 1 … 100000") }
-        guard (1...100_000_000).contains(notifications) else { throw ValidationError("--notifications must be 1 … 100000000") }
-        if let rate, !(rate.isFinite && rate > 0 && rate <= 10_000_000) { throw ValidationError("--rate must be 0 … 10000000") }
-        guard (1...64).contains(threads) else { throw ValidationError("--threads must be 1 … 64") }
-    }
+    @OptionGroup var load: APNsBenchLoad
 
     func run() async throws {
         let server = try await EmbeddedBenchServer.start { _ in }
@@ -51,7 +32,7 @@ struct BenchAPNsHTTP2: AsyncParsableCommand {
                                                  environment: .both, dataDirectory: server.directory)
         var tokens: [String] = []
         var links: [ConfirmingLink] = []
-        for _ in 0..<devices {
+        for _ in 0..<load.devices {
             let device = try await engine.registerDevice(app: bundle, senders: [], platform: .ios, apns: .generate)
             let link = ConfirmingLink(engine: engine, token: device.token)
             engine.deviceConnected(token: device.token, link: link)
@@ -59,16 +40,16 @@ struct BenchAPNsHTTP2: AsyncParsableCommand {
             tokens.append(device.apnsToken!)
         }
         await engine.sync()
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: load.threads)
         let start = ContinuousClock.now
         var providers: [APNsHTTP2Provider] = []
-        for i in 0..<connections {
+        for i in 0..<load.connections {
             // One token per connection, as Apple asks (a new one at most every 20 minutes).
             let jwt = try APNsHTTP2Provider.providerToken(p8PEM: issued.p8PEM, keyID: "BENCHKEY01", teamID: "BENCHTEAM1",
                                                           issuedAt: engine.clock.nowMillis() / 1000)
-            let count = notifications / connections + (i < notifications % connections ? 1 : 0)
+            let count = load.notifications / load.connections + (i < load.notifications % load.connections ? 1 : 0)
             let plan = APNsHTTP2Provider.Plan(tokens: tokens, topic: bundle, authorization: "bearer " + jwt, count: count,
-                                              rate: rate.map { $0 / Double(connections) })
+                                              rate: load.rate.map { $0 / Double(load.connections) })
             providers.append(try await APNsHTTP2Provider.connect(host: "127.0.0.1", port: server.emulator.info.apnsHTTP2Port,
                                                                  plan: plan, group: group))
         }
@@ -103,19 +84,19 @@ struct BenchAPNsHTTP2: AsyncParsableCommand {
             latencies.isEmpty ? 0 : Double(latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]) / 1e6
         }
         let figures: [String: Any] = [
-            "scenario": "apns-http2", "connections": connections, "devices": devices, "notifications": notifications,
-            "rate": rate as Any, "accepted": accepted, "refused": refused, "delivered": delivered, "seconds": seconds,
+            "scenario": "apns-http2", "connections": load.connections, "devices": load.devices, "notifications": load.notifications,
+            "rate": load.rate as Any, "accepted": accepted, "refused": refused, "delivered": delivered, "seconds": seconds,
             "accepted_per_second": Double(accepted) / max(seconds, 1e-9),
             "delivered_per_second": Double(delivered) / max(seconds, 1e-9),
             "latency_ms": ["p50": percentile(0.5), "p99": percentile(0.99), "max": percentile(1.0)],
         ]
-        if json, let data = try? JSONSerialization.data(withJSONObject: figures.filter { !($0.value is NSNull) },
+        if load.json, let data = try? JSONSerialization.data(withJSONObject: figures.filter { !($0.value is NSNull) },
                                                          options: [.sortedKeys]) {
             print(String(decoding: data, as: UTF8.self))
             return
         }
-        print("apns-http2: \(connections) token-auth connections → \(devices) online iOS devices, \(notifications) notifications"
-              + (rate.map { ", \(Int($0))/s" } ?? ", as fast as the streams allow"))
+        print("apns-http2: \(load.connections) token-auth connections → \(load.devices) online iOS devices, \(load.notifications) notifications"
+              + (load.rate.map { ", \(Int($0))/s" } ?? ", as fast as the streams allow"))
         print(String(format: "  answered 200  %d  (%.0f/s), refused %d", accepted, Double(accepted) / max(seconds, 1e-9), refused))
         print(String(format: "  delivered     %d  (%.0f/s)", delivered, Double(delivered) / max(seconds, 1e-9)))
         print(String(format: "  request → device  p50 %.2f ms  p99 %.2f ms  max %.2f ms",
