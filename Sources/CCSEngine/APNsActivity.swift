@@ -5,7 +5,7 @@ import Locking
 /// What the APNs gateway did, for the admin API: every notification it accepted or rejected (with the
 /// status it answered) and every one a device confirmed. Kept in memory only, the newest
 /// `capacity` entries: it is a window for tests and people watching, not a record of state.
-public final class APNsActivity: DeliveryObserver {
+public final class APNsActivity: Sendable {
     public enum Event: String, Sendable, CaseIterable {
         /// The gateway took the notification (no answer on the wire).
         case accepted
@@ -107,12 +107,5 @@ public final class APNsActivity: DeliveryObserver {
         var out: [Event: Int64] = [:]
         for event in Event.allCases where counts[event.index] > 0 { out[event] = counts[event.index] }
         return out
-    }
-}
-
-extension APNsActivity {
-    /// Keeps the APNs events of the engine's (`DeliveryEvent.apns`).
-    public func observe(_ event: DeliveryEvent) {
-        if case .apns(let entry) = event { record(entry) }
     }
 }

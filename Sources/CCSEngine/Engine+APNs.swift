@@ -47,8 +47,8 @@ extension Engine {
             // Apple accepted such a notification and told the provider later, through the feedback service.
             let now = clock.nowMillis()
             let tuple = APNsFeedbackRecord(bundleID: bundleID, deviceToken: deviceToken, timestamp: now / 1000)
-            report(.apns(.init(event: .feedback, at: now, bundleID: bundleID, deviceToken: deviceToken,
-                                      identifier: UInt32(message.messageID) ?? 0)))
+            report(apns: .init(event: .feedback, at: now, bundleID: bundleID, deviceToken: deviceToken,
+                                      identifier: UInt32(message.messageID) ?? 0))
             committer.submit(.addAPNsFeedback(tuple)) { error in
                 completion([error == nil ? .refused(.unregistered(token: deviceToken)) : .refused(.unavailable)])
             }
@@ -112,8 +112,8 @@ extension Engine {
 
     /// A device confirmed an APNs notification.
     func recordAPNsDelivery(_ m: QueuedMessage, deviceToken: String?) {
-        report(.apns(.init(event: .delivered, at: clock.nowMillis(), bundleID: m.senderID,
-                                  deviceToken: deviceToken ?? "", identifier: UInt32(m.appMessageID) ?? 0)))
+        report(apns: .init(event: .delivered, at: clock.nowMillis(), bundleID: m.senderID,
+                                  deviceToken: deviceToken ?? "", identifier: UInt32(m.appMessageID) ?? 0))
     }
 }
 

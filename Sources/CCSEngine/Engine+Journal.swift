@@ -53,8 +53,11 @@ extension Engine {
         report(.appServer(event()))
     }
 
-    /// What the APNs gateway accepted or rejected (the admin API's window of APNs activity listens).
+    /// What the APNs gateway accepted or rejected, a confirmation or a feedback tuple: kept in the
+    /// engine's window of APNs activity (the admin API's), and told to the observers. Not an observer
+    /// itself: it would hear every event, so no event could ever be skipped for want of a listener.
     public func report(apns entry: APNsActivity.Entry) {
+        apnsActivity.record(entry)
         report(.apns(entry))
     }
 

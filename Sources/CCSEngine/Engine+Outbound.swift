@@ -49,7 +49,7 @@ extension Engine {
         if cluster == nil, upstreamLive(record, completion: completion) { return }
         committer.submit(.addOutbound(record)) { [self] error in
             if error != nil {
-                state.withLock { Self.releaseUpstreamID(of: record, &$0) }
+                state.withLock { $0.outbound.releaseUpstreamID(of: record) }
                 completion(.sendError(messageID: messageID, error: .internalServerError))
                 return
             }
@@ -86,18 +86,13 @@ extension Engine {
         committer.submit([.addOutbound(record)], ticket: ticket) { [self] error in
             state.withLock { s in
                 s.outbound.endLive(key, ticket: ticket)
-                if error != nil { Self.releaseUpstreamID(of: record, &s) }
+                if error != nil { s.outbound.releaseUpstreamID(of: record) }
             }
             completion(error == nil ? .sent(messageID: record.messageID)
                                     : .sendError(messageID: record.messageID, error: .internalServerError))
         }
         perform(sends)
         return true
-    }
-
-    /// An upstream message is done (ACKed, given up, or never stored): its id may be used again.
-    static func releaseUpstreamID(of r: OutboundRecord, _ s: inout State) {
-        s.outbound.releaseUpstreamID(of: r)
     }
 
     private enum UpstreamCheck {
@@ -112,7 +107,7 @@ extension Engine {
         var expired = false
         let sends = state.withLock { s -> [Send] in
             if cluster != nil && !Self.hasOpenConnection(sender: record.senderID, s) {
-                Self.releaseUpstreamID(of: record, &s)
+                s.outbound.releaseUpstreamID(of: record)
                 if record.expiresAt <= clock.nowMillis() {
                     // Taken for its expiry (the cluster's sweep): given up here, as the tick would.
                     expired = true
@@ -148,7 +143,7 @@ extension Engine {
     func releasableOutbound(sender: String, _ s: inout State) -> [OutboundRecord] {
         guard cluster != nil, !Self.hasOpenConnection(sender: sender, s),
               let queue = s.outbound.takeQueue(sender: sender) else { return [] }
-        for r in queue { Self.releaseUpstreamID(of: r, &s) }
+        for r in queue { s.outbound.releaseUpstreamID(of: r) }
         return Array(queue)
     }
 
@@ -179,7 +174,7 @@ extension Engine {
         let sends = state.withLock { s -> [Send] in
             guard let (key, sent, senderID) = s.outbound.acknowledge(connectionID: connectionID, messageID: messageID, to: to)
             else { return [] }
-            Self.releaseUpstreamID(of: sent.record, &s)
+            s.outbound.releaseUpstreamID(of: sent.record)
             if let about = sent.record.aboutMessageID {
                 report(.receipt(.acked, aboutMessageID: about, sender: sent.record.senderID, token: sent.record.token,
                                 connection: connectionID))
@@ -267,7 +262,7 @@ extension Engine {
             let due = s.outbound.takeDueInFlight(now: now, ackTimeout: configuration.ackTimeoutMillis)
             expired += due.expired
             for (sender, records) in due.timedOut { s.outbound.requeue(records, sender: sender) }
-            for r in expired { Self.releaseUpstreamID(of: r, &s) }
+            for r in expired { s.outbound.releaseUpstreamID(of: r) }
             return due.senders.flatMap { dispatchOutbound(sender: $0, &s) }
         }
         perform(sends)

@@ -54,7 +54,7 @@ public final class Engine: Sendable {
         let audit = Auditor(enabled: configuration.auditEnabled, now: { clock.nowMillis() })
         self.audit = audit
         let observers: [any DeliveryObserver] = (journal.map { [JournalObserver(journal: $0, now: { clock.nowMillis() })] } ?? [])
-            + (metrics.map { [$0] } ?? []) + (audit.isEnabled ? [AuditObserver(auditor: audit)] : []) + [apnsActivity] + more
+            + (metrics.map { [$0] } ?? []) + (audit.isEnabled ? [AuditObserver(auditor: audit)] : []) + more
         self.observers = observers
         self.clock = clock
         self.configuration = configuration

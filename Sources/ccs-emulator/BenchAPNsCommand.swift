@@ -35,15 +35,10 @@ struct BenchAPNs: AsyncParsableCommand {
         let cert = try DevelopmentCA.issueProviderCertificate(bundleID: bundle, sandbox: false,
                                                               dataDirectory: server.directory,
                                                               outputDirectory: server.directory + "/apns")
-        var tokens: [[UInt8]] = []
-        var links: [ConfirmingLink] = []
-        for _ in 0..<load.devices {
-            let device = try await engine.registerDevice(app: bundle, senders: [], platform: .ios, apns: .generate)
-            let link = ConfirmingLink(engine: engine, token: device.token)
-            engine.deviceConnected(token: device.token, link: link)
-            links.append(link)
-            let hex = Array(device.apnsToken!.utf8)
-            tokens.append(stride(from: 0, to: 64, by: 2).map { UInt8(String(decoding: hex[$0..<$0 + 2], as: UTF8.self), radix: 16)! })
+        let (apnsTokens, links) = try await ConfirmingLink.onlineIOSDevices(load.devices, app: bundle, engine: engine)
+        let tokens = apnsTokens.map { token in
+            let hex = Array(token.utf8)
+            return stride(from: 0, to: 64, by: 2).map { UInt8(String(decoding: hex[$0..<$0 + 2], as: UTF8.self), radix: 16)! }
         }
         await engine.sync()
 
@@ -118,6 +113,21 @@ final class ConfirmingLink: DeviceLink {
     init(engine: Engine, token: String) {
         self.engine = engine
         self.token = token
+    }
+
+    /// Registers `count` iOS devices of `app` for APNs and connects each through a link of this kind;
+    /// returns their APNs device tokens (hex) and links, in order.
+    static func onlineIOSDevices(_ count: Int, app: String, engine: Engine) async throws -> (apnsTokens: [String], links: [ConfirmingLink]) {
+        var tokens: [String] = []
+        var links: [ConfirmingLink] = []
+        for _ in 0..<count {
+            let device = try await engine.registerDevice(app: app, senders: [], platform: .ios, apns: .generate)
+            let link = ConfirmingLink(engine: engine, token: device.token)
+            engine.deviceConnected(token: device.token, link: link)
+            links.append(link)
+            tokens.append(device.apnsToken!)
+        }
+        return (tokens, links)
     }
 
     func deliver(_ messages: [DeviceDelivery]) {

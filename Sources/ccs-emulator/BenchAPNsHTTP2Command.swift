@@ -30,15 +30,7 @@ struct BenchAPNsHTTP2: AsyncParsableCommand {
         let bundle = "com.example.bench"
         let issued = try ProviderKeyIssuer.issue(teamID: "BENCHTEAM1", keyID: "BENCHKEY01", topics: [bundle],
                                                  environment: .both, dataDirectory: server.directory)
-        var tokens: [String] = []
-        var links: [ConfirmingLink] = []
-        for _ in 0..<load.devices {
-            let device = try await engine.registerDevice(app: bundle, senders: [], platform: .ios, apns: .generate)
-            let link = ConfirmingLink(engine: engine, token: device.token)
-            engine.deviceConnected(token: device.token, link: link)
-            links.append(link)
-            tokens.append(device.apnsToken!)
-        }
+        let (tokens, links) = try await ConfirmingLink.onlineIOSDevices(load.devices, app: bundle, engine: engine)
         await engine.sync()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: load.threads)
         let start = ContinuousClock.now
