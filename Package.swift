@@ -71,8 +71,14 @@ let package = Package(
             .product(name: "GRDBSQLite", package: "GRDB.swift"),
         ]),
         .target(name: "AppServerAudit", dependencies: ["Locking", "PushDomain"]),
+        // The delivery core: the engine's state as value types (components with their invariants) and
+        // the state machine that takes events and returns effects; no locks, threads, clocks or I/O.
+        .target(name: "DeliveryCore", dependencies: [
+            "PushDomain", "StoreModel", "PlatformRendering",
+            .product(name: "DequeModule", package: "swift-collections"),
+        ]),
         .target(name: "CCSEngine", dependencies: [
-            "Locking",
+            "Locking", "DeliveryCore",
             "PushDomain", "StoreModel", "PlatformRendering", "FaultInjection", "AppServerAudit", "MessageJournal",
             .product(name: "DequeModule", package: "swift-collections"),
             .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -116,6 +122,7 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
         ]),
         .target(name: "HTTPAPI", dependencies: [
+            "DeliveryCore",
             "HTTPRequestBody", "PushDomain", "CCSProtocol", "CCSEngine", "FaultInjection", "AppServerAudit", "MessageJournal",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -141,6 +148,7 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         .target(name: "FCMHTTP", dependencies: [
+            "DeliveryCore",
             "Locking", "HTTPRequestBody", "WebPushService",
             "PushDomain", "CCSProtocol", "CCSEngine", "GoogleAuth", "PlatformRendering", "FaultInjection",
             .product(name: "Hummingbird", package: "hummingbird"),
@@ -174,6 +182,7 @@ let package = Package(
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         .target(name: "CCSEmulator", dependencies: [
+            "DeliveryCore",
             "Locking", "PushDomain", "WebPushDelivery", "WebPushService", "HTTPRequestBody",
             "XMPPServer", "APNsGateway", "APNsProviderAPI", "HTTPAPI", "FCMHTTP", "GoogleAuth", "ConnectProxy", "CCSEngine", "StoreModel", "SQLiteStore", "PostgresStore", "CCSProtocol", "MessageJournal", "Dashboard",
             .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -215,6 +224,7 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
         .executableTarget(name: "ccs-emulator", dependencies: [
+            "DeliveryCore",
             "Locking",
             "CCSEmulator", "ConnectProxy", "APNsProviderAPI", "DeviceSimulator", "LoadGenerator", "ConformanceRunner", "CCSEngine", "CCSProtocol", "StoreModel", "SQLiteStore", "PostgresStore", "XMPPServer", "MessageJournal",
             "GoogleAuth", "PushDomain",
@@ -270,7 +280,7 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
-        .testTarget(name: "CCSEngineTests", dependencies: ["Locking", "PushDomain", "CCSEngine", "StoreModel", "CCSProtocol", "AppServerAudit"]),
+        .testTarget(name: "CCSEngineTests", dependencies: ["DeliveryCore", "Locking", "PushDomain", "CCSEngine", "StoreModel", "CCSProtocol", "AppServerAudit"]),
         .testTarget(name: "LoadGeneratorTests", dependencies: [
             "LoadGenerator",
             .product(name: "NIOCore", package: "swift-nio"),

@@ -1,3 +1,4 @@
+import DeliveryCore
 import APNsGateway
 import APNsProviderAPI
 import CCSEngine

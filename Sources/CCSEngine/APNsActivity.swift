@@ -1,3 +1,4 @@
+import DeliveryCore
 import PushDomain
 import DequeModule
 import Locking

@@ -1,3 +1,4 @@
+import DeliveryCore
 import StoreModel
 
 /// The read-only views the admin API shows, and the one wait it offers: the only surface HTTPAPI

@@ -1,3 +1,4 @@
+import DeliveryCore
 /// What an app server did, as the front end that speaks with it reports it (`Engine.report(appServer:)`):
 /// the app-server audit listens (`AuditObserver`), and the front ends name no listener.
 public enum AppServerEvent: Sendable {

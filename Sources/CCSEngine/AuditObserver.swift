@@ -1,3 +1,4 @@
+import DeliveryCore
 import AppServerAudit
 
 /// The app-server audit as an observer of what the front ends report (`AppServerEvent`): each event

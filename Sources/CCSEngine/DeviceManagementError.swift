@@ -1,3 +1,4 @@
+import DeliveryCore
 /// Why a device-management command (register, change state, uninstall, reinstall, tap, reset) was
 /// refused; the admin API answers each with its HTTP status.
 public enum DeviceManagementError: Error, Sendable, Equatable, CustomStringConvertible {

@@ -1,3 +1,4 @@
+import DeliveryCore
 import StoreModel
 import PushDomain
 

@@ -1,3 +1,4 @@
+import DeliveryCore
 import PushDomain
 import StoreModel
 import Synchronization

@@ -1,3 +1,4 @@
+import DeliveryCore
 import StoreModel
 
 /// This node's side of a cluster (docs/scaling.md): what the other nodes' writes mean here.

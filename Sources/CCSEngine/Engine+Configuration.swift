@@ -1,3 +1,4 @@
+import DeliveryCore
 extension Engine {
     public struct Configuration: Sendable {
         public var authMode: AuthMode

@@ -1,3 +1,4 @@
+import DeliveryCore
 import StoreModel
 
 /// FCM's throttling of collapsible messages (`serve --collapsible-throttle`, `CollapsibleThrottle`):

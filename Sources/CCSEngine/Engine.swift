@@ -1,3 +1,4 @@
+import DeliveryCore
 import AppServerAudit
 import PushDomain
 import StoreModel

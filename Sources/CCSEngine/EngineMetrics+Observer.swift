@@ -1,3 +1,4 @@
+import DeliveryCore
 import PushDomain
 
 /// The metrics as an observer of the engine's events: what `/metrics` counts (docs/admin-api.md#metrics).

@@ -1,3 +1,4 @@
+import DeliveryCore
 import CoreMetrics
 import Locking
 import PushDomain

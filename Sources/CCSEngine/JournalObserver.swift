@@ -1,3 +1,4 @@
+import DeliveryCore
 import FaultInjection
 import Locking
 import MessageJournal

@@ -1,3 +1,4 @@
+import DeliveryCore
 import StoreModel
 
 /// How the engine reaches a connected simulated device. Implemented by the device channel; every

@@ -1,3 +1,4 @@
+import DeliveryCore
 extension String {
     var trimmingWhitespace: String {
         var s = Substring(self)

@@ -1,4 +1,5 @@
 @testable import CCSEngine
+import DeliveryCore
 import CCSProtocol
 import Testing
 

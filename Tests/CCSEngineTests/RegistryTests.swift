@@ -1,4 +1,5 @@
 @testable import CCSEngine
+import DeliveryCore
 import PushDomain
 import StoreModel
 import Testing
@@ -13,7 +14,7 @@ import Testing
     }
 
     /// Every index of `r` names a record it holds, with the same key.
-    static func consistent(_ r: Engine.Registry) -> Bool {
+    static func consistent(_ r: Registry) -> Bool {
         r.tokenByDeviceID.allSatisfy { r.devices[$0.value]?.deviceID == $0.key }
             && r.apnsTokens.allSatisfy { r.devices[$0.value]?.apnsToken == $0.key }
             && r.aliases.allSatisfy { r.devices[$0.value]?.refreshedTokens.contains($0.key) == true }
@@ -21,7 +22,7 @@ import Testing
     }
 
     @Test func addIndexesEveryWayToFindAnInstallation() {
-        var r = Engine.Registry()
+        var r = Registry()
         r.add(Self.record("t1", device: "d1", apns: "aa", refreshed: ["t1b"]))
         #expect(r.installation("t1b")?.token == "t1")
         #expect(r.holder(ofAPNsToken: "aa")?.token == "t1")
@@ -30,7 +31,7 @@ import Testing
     }
 
     @Test func removeLeavesNoIndexBehind() {
-        var r = Engine.Registry()
+        var r = Registry()
         r.add(Self.record("t1", device: "d1", apns: "aa", refreshed: ["t1b"]))
         r.remove("t1")
         #expect(r.devices.isEmpty && r.deviceStates.isEmpty && r.tokenByDeviceID.isEmpty)
@@ -38,7 +39,7 @@ import Testing
     }
 
     @Test func aNewerRegistrationWinsTheAPNsTokenAndAnUpdateOfTheOlderDoesNotTakeItBack() {
-        var r = Engine.Registry()
+        var r = Registry()
         r.add(Self.record("old", device: "d1", apns: "aa"))
         r.add(Self.record("new", device: "d2", apns: "aa"))
         r.update(Self.record("old", device: "d1", apns: "aa", status: .uninstalled))
@@ -50,7 +51,7 @@ import Testing
     }
 
     @Test func anUpdateThatDropsARefreshedTokenDropsItsAlias() {
-        var r = Engine.Registry()
+        var r = Registry()
         r.add(Self.record("t1", device: "d1"))
         r.update(Self.record("t1", device: "d1", refreshed: ["t2"]))
         #expect(r.installation("t2")?.token == "t1")
@@ -60,7 +61,7 @@ import Testing
     }
 
     @Test func addingARecordAgainReplacesItsIndexes() {
-        var r = Engine.Registry()
+        var r = Registry()
         r.add(Self.record("t1", device: "d1", apns: "aa", refreshed: ["t1b"]))
         r.add(Self.record("t1", device: "d9", apns: "bb"))
         #expect(r.tokenByDeviceID["d1"] == nil && r.apnsTokens["aa"] == nil && r.aliases["t1b"] == nil)
@@ -69,7 +70,7 @@ import Testing
     }
 
     @Test func restoringDevicesKeepsSendersProvisionedSince() {
-        var r = Engine.Registry()
+        var r = Registry()
         r.add(Self.record("t1", device: "d1"))
         let before = r
         r.removeAllDevices()
@@ -79,7 +80,7 @@ import Testing
     }
 
     @Test func theStateIsDecodedFromTheRecordUnlessGiven() {
-        var r = Engine.Registry()
+        var r = Registry()
         var rec = Self.record("t1", device: "d1")
         rec.state = DeviceState(foreground: false, idle: true).json
         r.add(rec)

@@ -48,16 +48,16 @@ public struct CollapsibleThrottleRate: Sendable, Equatable, CustomStringConverti
 public struct CollapsibleThrottle: Sendable {
     public let rate: CollapsibleThrottleRate
 
-    struct Bucket: Equatable {
+    package struct Bucket: Equatable {
         /// Messages the device may take now.
-        var level: Int
+        package var level: Int
         /// When `level` was last brought up to date (the refill counts whole periods from here).
-        var atMillis: Int64
+        package var atMillis: Int64
     }
 
-    private(set) var buckets: [String: Bucket] = [:]
+    package private(set) var buckets: [String: Bucket] = [:]
     /// Device → collapse key → the device message id held back under that key.
-    private(set) var held: [String: [String: String]] = [:]
+    package private(set) var held: [String: [String: String]] = [:]
 
     public init(rate: CollapsibleThrottleRate) { self.rate = rate }
 
@@ -112,7 +112,7 @@ public struct CollapsibleThrottle: Sendable {
         return bucket.level >= rate.burst ? nil : bucket.atMillis + rate.refillMillis
     }
 
-    func refilled(_ token: String, now: Int64) -> Bucket {
+    package func refilled(_ token: String, now: Int64) -> Bucket {
         guard var bucket = buckets[token] else { return Bucket(level: rate.burst, atMillis: now) }
         // A clock read that went backwards (never the virtual clock) refills nothing.
         let elapsed = max(0, now - bucket.atMillis)

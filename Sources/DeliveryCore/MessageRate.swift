@@ -89,13 +89,13 @@ public struct RateLimiter: Sendable {
     private var admitsSincePrune = 0
 
     private struct Levels {
-        var units: [Int64]
-        var atMillis: Int64
+        package var units: [Int64]
+        package var atMillis: Int64
     }
 
     public init(rate: MessageRate) { self.rate = rate }
 
-    var trackedKeys: Int { levels.count }
+    package var trackedKeys: Int { levels.count }
 
     /// Takes one message for `key` at `now`: nil when every window has room (the message is counted),
     /// else the milliseconds until every window will (nothing is counted).
@@ -160,7 +160,7 @@ public struct RateLimiter: Sendable {
         return entry
     }
 
-    static let pruneEvery = 4096
+    package static let pruneEvery = 4096
 
     /// Drops the keys whose buckets are full again: they hold nothing a fresh entry would not.
     private mutating func prune(now: Int64) {

@@ -38,7 +38,7 @@ public enum DeviceGroupOperation: Sendable, Equatable {
 }
 
 /// What a management request decides.
-enum DeviceGroupChange: Sendable, Equatable {
+package enum DeviceGroupChange: Sendable, Equatable {
     /// The group is created or its members change.
     case save(DeviceGroupRecord)
     /// Its last member was removed: the group is gone, its keys are no longer found.
@@ -47,50 +47,50 @@ enum DeviceGroupChange: Sendable, Equatable {
 
 /// Every sender's device groups, by id, by (sender, name) and by member token. A value: the engine
 /// keeps it in its state and changes it only with what `plan` decided.
-struct DeviceGroupRegistry: Sendable {
+package struct DeviceGroupRegistry: Sendable {
     /// Seed 004: "The maximum number of members allowed for a notification key is 20."
-    static let maximumMembers = 20
+    package static let maximumMembers = 20
 
     private struct NameKey: Hashable {
-        var sender: String
-        var name: String
+        package var sender: String
+        package var name: String
     }
 
-    private(set) var byID: [String: DeviceGroupRecord] = [:]
+    package private(set) var byID: [String: DeviceGroupRecord] = [:]
     private var idByName: [NameKey: String] = [:]
     private var idsByToken: [String: Set<String>] = [:]
 
-    init(_ records: [DeviceGroupRecord] = []) {
+    package init(_ records: [DeviceGroupRecord] = []) {
         for r in records { insert(r) }
     }
 
     /// The sender's group a key encodes; nil for a string that is no key, a deleted group, or
     /// another sender's group (which this sender must not be able to tell from a deleted one).
-    func group(key: String, sender: String) -> DeviceGroupRecord? {
+    package func group(key: String, sender: String) -> DeviceGroupRecord? {
         guard let g = group(key: key), g.senderID == sender else { return nil }
         return g
     }
 
     /// The group a key encodes, whoever owns it.
-    func group(key: String) -> DeviceGroupRecord? {
+    package func group(key: String) -> DeviceGroupRecord? {
         NotificationKey.groupID(of: key).flatMap { byID[$0] }
     }
 
-    func group(name: String, sender: String) -> DeviceGroupRecord? {
+    package func group(name: String, sender: String) -> DeviceGroupRecord? {
         idByName[NameKey(sender: sender, name: name)].flatMap { byID[$0] }
     }
 
-    func groups(sender: String) -> [DeviceGroupRecord] {
+    package func groups(sender: String) -> [DeviceGroupRecord] {
         byID.values.filter { $0.senderID == sender }.sorted { ($0.createdAt, $0.name) < ($1.createdAt, $1.name) }
     }
 
-    func groups(token: String) -> [DeviceGroupRecord] {
+    package func groups(token: String) -> [DeviceGroupRecord] {
         (idsByToken[token] ?? []).compactMap { byID[$0] }.sorted { ($0.senderID, $0.name) < ($1.senderID, $1.name) }
     }
 
     /// Decides a management request of `sender`; changes nothing. `canJoin` says whether a token may
     /// become a member (registered, installed, for this sender); `newID` gives a fresh group id.
-    func plan(_ operation: DeviceGroupOperation, sender: String, now: Int64, newID: () -> String,
+    package func plan(_ operation: DeviceGroupOperation, sender: String, now: Int64, newID: () -> String,
               canJoin: (String) -> Bool) -> Result<DeviceGroupChange, DeviceGroupError> {
         switch operation {
         case .create(let name, let tokens):
@@ -123,13 +123,13 @@ struct DeviceGroupRegistry: Sendable {
     /// The group without the members a send found dead (uninstalled or unknown tokens); nil when
     /// none of them is still a member. The group stays even when it ends up empty: FCM pruned dead
     /// tokens on its own and left such a group answering sends with 0 and 0 (spec §6.2, gcm#179).
-    func pruning(_ dead: Set<String>, fromGroup id: String) -> DeviceGroupRecord? {
+    package func pruning(_ dead: Set<String>, fromGroup id: String) -> DeviceGroupRecord? {
         guard var g = byID[id], g.members.contains(where: dead.contains) else { return nil }
         g.members.removeAll { dead.contains($0) }
         return g
     }
 
-    mutating func apply(_ change: DeviceGroupChange) {
+    package mutating func apply(_ change: DeviceGroupChange) {
         switch change {
         case .save(let g): remove(id: g.id); insert(g)
         case .delete(let g): remove(id: g.id)
@@ -137,16 +137,16 @@ struct DeviceGroupRegistry: Sendable {
     }
 
     /// Undoes `apply(change)` when `before` was the group's record before it (nil: it did not exist).
-    mutating func restore(_ before: DeviceGroupRecord?, id: String) {
+    package mutating func restore(_ before: DeviceGroupRecord?, id: String) {
         remove(id: id)
         if let before { insert(before) }
     }
 
-    mutating func removeAll() {
+    package mutating func removeAll() {
         self = DeviceGroupRegistry()
     }
 
-    mutating func removeAll(sender: String) {
+    package mutating func removeAll(sender: String) {
         for g in groups(sender: sender) { remove(id: g.id) }
     }
 

@@ -14,19 +14,19 @@ public struct DeviceState: Sendable, Equatable {
         self.idle = idle
     }
 
-    init(json: String) {
+    package init(json: String) {
         let o = (try? JSONValue.parse(json))?.objectValue ?? [:]
         foreground = o["foreground"]?.boolValue ?? true
         idle = o["idle"]?.boolValue ?? false
     }
 
-    var json: String {
+    package var json: String {
         JSONValue.object(["foreground": .bool(foreground), "idle": .bool(idle)]).encoded()
     }
 
     /// Whether the device takes this message now, or it waits in the queue: no rule of
     /// `AdmissionRule.inForce` holds it back.
-    func admits(_ m: QueuedMessage, platform: Platform?) -> Bool {
+    package func admits(_ m: QueuedMessage, platform: Platform?) -> Bool {
         for rule in AdmissionRule.inForce where rule.holdsBack(m, state: self, platform: platform) { return false }
         return true
     }
@@ -36,7 +36,7 @@ public struct DeviceState: Sendable, Equatable {
 /// state changes (`Engine.setDeviceState` hands over what the new state admits). Each rule is one
 /// platform behaviour, checked on its own; a later rule (a fault, a platform's throttling) is one
 /// more case.
-enum AdmissionRule: Sendable, CaseIterable {
+package enum AdmissionRule: Sendable, CaseIterable {
     /// Doze: `high` wakes an idle device; `normal` and `delay_while_idle` wait until it is active.
     case doze
     /// iOS, app in the background: what APNs gets decides (`APNsNotification`): an alert (or badge,
@@ -46,9 +46,9 @@ enum AdmissionRule: Sendable, CaseIterable {
     case iosBackgroundData
 
     /// The rules the engine applies, in this order (the cheaper first).
-    static let inForce: [AdmissionRule] = [.doze, .iosBackgroundData]
+    package static let inForce: [AdmissionRule] = [.doze, .iosBackgroundData]
 
-    func holdsBack(_ m: QueuedMessage, state: DeviceState, platform: Platform?) -> Bool {
+    package func holdsBack(_ m: QueuedMessage, state: DeviceState, platform: Platform?) -> Bool {
         switch self {
         case .doze:
             return state.idle && !(m.priority == Priority.high.rawValue && !m.delayWhileIdle)
