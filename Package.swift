@@ -280,6 +280,8 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
+        // The delivery core's own tests: values in, values out; no store, no threads.
+        .testTarget(name: "DeliveryCoreTests", dependencies: ["DeliveryCore", "PushDomain", "StoreModel"]),
         .testTarget(name: "CCSEngineTests", dependencies: ["DeliveryCore", "Locking", "PushDomain", "CCSEngine", "StoreModel", "CCSProtocol", "AppServerAudit"]),
         .testTarget(name: "LoadGeneratorTests", dependencies: [
             "LoadGenerator",

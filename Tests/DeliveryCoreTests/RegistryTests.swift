@@ -1,5 +1,4 @@
-@testable import CCSEngine
-import DeliveryCore
+@testable import DeliveryCore
 import PushDomain
 import StoreModel
 import Testing
