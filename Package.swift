@@ -85,6 +85,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "XMPPServer", dependencies: [
+            "DeliveryCore",
             "Locking",
             "XMLStreaming", "PushDomain", "CCSProtocol", "CCSEngine", "StoreModel", "FaultInjection",
             .product(name: "NIOCore", package: "swift-nio"),
@@ -173,6 +174,7 @@ let package = Package(
         ]),
         // Web Push delivery to a web device's push service (RFC 8030/8291/8292), `serve --web-push on`.
         .target(name: "WebPushDelivery", dependencies: [
+            "DeliveryCore",
             "Locking", "PushDomain", "CCSEngine", "StoreModel", "WebPushService",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "Crypto", package: "swift-crypto"),

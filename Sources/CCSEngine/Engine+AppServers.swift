@@ -79,7 +79,7 @@ extension Engine {
     /// Ends every connection, app servers' and devices' (shutdown, after draining).
     public func closeAllConnections() {
         let links: [any AppServerLink] = state.withLock { $0.outbound.connections.values.map(\.link) }
-        let devices: [any DeviceLink] = state.withLock { $0.sessions.online.values.map(\.link) }
+        let devices: [any DeviceLink] = state.withLock { s in s.sessions.online.values.compactMap { s.deviceLinks[$0.connection] } }
         for l in links { l.close() }
         for d in devices { d.close() }
     }

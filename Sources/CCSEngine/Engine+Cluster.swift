@@ -11,7 +11,7 @@ extension Engine: ClusterEvents {
     public func clusterQueueChanged(token: String) {
         let link = state.withLock { s -> (any DeviceLink)? in
             guard let online = s.sessions.online[token], online.loaded else { return nil }
-            return online.link
+            return s.deviceLinks[online.connection]
         }
         if let link { deliverBacklog(token: token, link: link) }
     }
@@ -52,20 +52,28 @@ extension Engine: ClusterEvents {
     /// answers on its commit, and is removed after it: here, and also by the device's node, to which
     /// the commit is announced (whichever comes first; a second removal finds nothing).
     public func clusterLiveConfirmed(deviceMessageIDs: [String]) {
-        var settled: [Offered] = []
+        var settled: [(Offered, EarlyWrite)] = []
         var removals: [StoreOp] = []
         state.withLock { s in
             for id in deviceMessageIDs {
                 switch s.sessions.confirmOffer(id) {
-                case .calledOff(let o): settled.append(o)
+                case .pending(let o):
+                    // The host calls the write off (its ticket takes the writer's lock), then tells the core.
+                    if let early = s.earlyWrite(o.early), early.ticket.cancel() {
+                        s.sessions.offerCalledOff(id)
+                        _ = s.forget(o.early)
+                        settled.append((o, early))
+                    } else {
+                        s.sessions.offerTaken(id)
+                    }
                 case .written(let token): removals.append(.removeMessage(token: token, deviceMessageID: id))
-                case .removedOnCommit, .unknown: break
+                case .unknown: break
                 }
             }
         }
         if !removals.isEmpty { committer.submit(removals) }
-        for o in settled {
-            o.early.settle(.accepted(token: o.message.token, deviceMessageID: o.message.deviceMessageID))
+        for (o, early) in settled {
+            early.settle(.accepted(token: o.message.token, deviceMessageID: o.message.deviceMessageID))
         }
     }
 
@@ -97,7 +105,7 @@ extension Engine: ClusterEvents {
                 let record = try store.device(token: token)
                 let online = state.withLock { s -> (any DeviceLink)? in
                     if let record { s.registry.add(record) } else { s.registry.remove(token) }
-                    return s.sessions.online[token]?.loaded == true ? s.sessions.online[token]?.link : nil
+                    return s.sessions.online[token]?.loaded == true ? s.link(of: token) : nil
                 }
                 // A state change (out of Doze, to the foreground) may admit what waits.
                 if let online { deliverBacklog(token: token, link: online) }

@@ -76,5 +76,9 @@ extension Engine {
         var topicRates: RateLimiter? = nil
         /// The newest message timestamp given out (`nextMicros`): ids stay ordered when the clock is not.
         var lastMicros: Int64 = 0
+        // device host tables: the connections and early writes the core names by id.
+        var deviceLinks = DeviceLinks()
+        var earlyWrites: [WriteID: EarlyWrite] = [:]
+        var lastWriteID: UInt64 = 0
     }
 }

@@ -167,16 +167,14 @@ extension Engine {
     /// A device connection is up: it replaces any older connection of the same device and receives
     /// everything stored for it that it may take, then every message committed later.
     public func deviceConnected(token: String, link: any DeviceLink) {
-        let previous: (any DeviceLink)? = state.withLock { s in
-            s.sessions.connect(token, link: link, platform: s.registry.devices[token]?.platform)
-        }
+        let previous = state.withLock { s in s.connectDevice(token, link: link).replaced }
         previous?.close()
         deliverBacklog(token: token, link: link)
         // In a cluster the backlog is read once more after the presence is recorded: a message
         // another node commits later is announced here, and one it committed before is in that read
         // (what the first read handed over is not handed over twice).
         cluster?.deviceOnline(token: token) { [self] in
-            if state.withLock({ $0.sessions.online[token]?.link === link }) { deliverBacklog(token: token, link: link) }
+            if state.withLock({ $0.isCurrent(token, link) }) { deliverBacklog(token: token, link: link) }
         }
     }
 
@@ -193,7 +191,8 @@ extension Engine {
             }
             let sends = state.withLock { s -> [Send] in
                 let holdsAPNs = stored.contains { $0.kind == .apnsNotification }
-                guard s.sessions.modify(token, link: link, { $0.backlogRead(holdsAPNsNotification: holdsAPNs) }) != nil else { return [] }
+                guard let id = s.deviceLinks.id(of: link),
+                      s.sessions.modify(token, connection: id, { $0.backlogRead(holdsAPNsNotification: holdsAPNs) }) != nil else { return [] }
                 let unheld = stored.filter { $0.expiresAt > now }
                 if s.throttle != nil { keepThrottled(unheld, token: token, &s) }
                 return take(unheld, token: token, fromBacklog: true, &s)
@@ -213,7 +212,8 @@ extension Engine {
     /// message sent meanwhile is stored), so nothing goes ahead of what the queue holds.
     private func backlogReadFailed(token: String, link: any DeviceLink, attempt: Int, error: any Error) {
         let current = state.withLock { s -> Bool in
-            s.sessions.modify(token, link: link) { $0.refillFailed() } != nil
+            guard let id = s.deviceLinks.id(of: link) else { return false }
+            return s.sessions.modify(token, connection: id) { $0.refillFailed() } != nil
         }
         guard current else { return }
         if attempt < Self.backlogReadAttempts {
@@ -256,13 +256,14 @@ extension Engine {
         var removals: [StoreOp] = []
         let window = configuration.deviceWindow
         let written = early == nil && offeredBy == nil
+        let links = s.deviceLinks
         let send = s.sessions.modify(token) { online -> Send? in
             let deliveries = online.take(messages, fromBacklog: fromBacklog, deviceState: deviceState, written: written, window: window,
                                          removals: &removals,
                                          admit: { m in throttle == nil || admitThrottled(m, token: token, &throttle!) },
                                          entry: { m, toTray in InFlightDownstream(message: m, toTray: toTray, early: early, offeredBy: offeredBy) })
-            return deliveries.isEmpty ? nil : .device(online.link, deliveries, online.platform ?? .android, app: app,
-                                                      appInBackground: !deviceState.foreground)
+            guard !deliveries.isEmpty, let link = links[online.connection] else { return nil }
+            return .device(link, deliveries, online.platform ?? .android, app: app, appInBackground: !deviceState.foreground)
         }
         if !removals.isEmpty { committer.submit(removals) }
         return (send ?? nil).map { [$0] } ?? []
@@ -271,13 +272,16 @@ extension Engine {
     /// Messages handed over live whose write is still waiting (the store does not hold them yet).
     private func unwrittenLive(token: String?) -> [QueuedMessage] {
         // In one critical section: a message offered to another node's device (`offered`).
-        let (entries, offered) = state.withLock { s -> ([InFlightDownstream], [Offered]) in
+        typealias Live = (message: QueuedMessage, ticket: WriteTicket?)
+        let (entries, offered) = state.withLock { s -> ([Live], [Live]) in
             let offered = s.sessions.offered.values.filter { token == nil || $0.message.token == token }
-            if let token { return (s.sessions.online[token].map { Array($0.inFlight.values) } ?? [], offered) }
-            return (s.sessions.online.values.flatMap { $0.inFlight.values }, offered)
+                .map { ($0.message, s.earlyWrite($0.early)?.ticket) }
+            let held = token.map { s.sessions.online[$0].map { Array($0.inFlight.values) } ?? [] }
+                ?? s.sessions.online.values.flatMap { $0.inFlight.values }
+            return (held.filter { $0.early != nil }.map { ($0.message, s.earlyWrite($0.early)?.ticket) }, offered)
         }
-        return entries.filter { $0.early?.ticket.isPending == true }.map(\.message)
-            + offered.filter { $0.early.ticket.isPending }.map(\.message)
+        return entries.filter { $0.ticket?.isPending == true }.map(\.message)
+            + offered.filter { $0.ticket?.isPending == true }.map(\.message)
     }
 
     /// The device's queue as the service holds it: what is stored, plus messages handed to its
@@ -303,7 +307,7 @@ extension Engine {
 
     public func deviceDisconnected(token: String, link: any DeviceLink) {
         let removed = state.withLock { s -> Bool in
-            guard s.sessions.disconnect(token, link: link) else { return false }
+            guard s.disconnectDevice(token, link: link) else { return false }
             s.throttle?.forget(token)
             return true
         }
@@ -338,13 +342,19 @@ extension Engine {
     func deviceAcknowledgedNow(token: String, deviceMessageID: String) {
         let now = clock.nowMillis()
         // One critical section and one lookup of the online entry (changed in place through its index).
-        let found: (InFlightDownstream, app: String?, apnsToken: String?, calledOff: Bool, refill: (any DeviceLink)?)? = state.withLock { s in
+        let found: (InFlightDownstream, app: String?, apnsToken: String?, calledOff: EarlyWrite?, refill: (any DeviceLink)?)? = state.withLock { s in
             let window = configuration.deviceWindow
             guard let confirmed = s.sessions.modify(token, { $0.confirm(deviceMessageID, window: window) }),
-                  let (entry, calledOff, refill) = confirmed else { return nil }
+                  let c = confirmed else { return nil }
+            // The host calls the write off (its ticket takes the writer's lock), then tells the core.
+            let early = s.forget(c.entry.early)
+            let calledOff = c.mayCallOff != nil && early?.ticket.cancel() == true
+            s.sessions.modify(token) { $0.remember(c.entry, calledOff: calledOff) }
+            let entry = c.entry
             let needsDevice = entry.message.deliveryReceiptRequested || entry.message.kind == .apnsNotification
             let device = needsDevice ? s.registry.devices[token] : nil
-            return (entry, entry.message.deliveryReceiptRequested ? device?.app : nil, device?.apnsToken, calledOff, refill)
+            return (entry, entry.message.deliveryReceiptRequested ? device?.app : nil, device?.apnsToken,
+                    calledOff ? early : nil, c.refill.flatMap { s.deviceLinks[$0] })
         }
         guard let (entry, app, apnsToken, calledOff, refill) = found else { return }
         // After this confirmation's removal is submitted: the read then no longer finds it.
@@ -361,7 +371,7 @@ extension Engine {
             // nothing of it is stored here; that node calls its write off, or announces the commit and
             // this node then removes it (`take`).
             cluster?.confirmLive(deviceMessageID: deviceMessageID, to: node)
-        } else if calledOff, let early = entry.early {
+        } else if let early = calledOff {
             // It never reaches the disk, and the app server's ACK is due now (the message is
             // delivered: nothing is left to lose).
             early.settle(.accepted(token: token, deviceMessageID: deviceMessageID))
@@ -413,7 +423,7 @@ extension Engine {
             }))
         }
         // Leaving Doze, or coming to the foreground (iOS data messages), may release held messages.
-        if woke, let link = state.withLock({ $0.sessions.online[token]?.link }) {
+        if woke, let link = state.withLock({ $0.link(of: token) }) {
             deliverBacklog(token: token, link: link)
         }
         return newState
@@ -438,7 +448,7 @@ extension Engine {
         if let fresh { device.replacedBy = fresh.token }
         s.registry.update(device)
         // Offline at once: nothing more is handed to it; the caller closes the connection.
-        let link = s.sessions.drop(token)
+        let link = s.dropDevice(token)
         let topics = s.topics.removeAll(token: token)
         var ops: [StoreOp] = [.upsertDevice(device), .removeAllMessages(token: token), .clearTray(token: token)]
         if !topics.isEmpty { ops.append(.removeSubscriptions(token: token)) }
@@ -532,7 +542,7 @@ extension Engine {
                 if device.senders == [sender] {
                     removed += 1
                     s.registry.remove(token)
-                    if let link = s.sessions.drop(token) { links.append(link) }
+                    if let link = s.dropDevice(token) { links.append(link) }
                     _ = s.topics.removeAll(token: token)
                 } else {
                     var shared = device
@@ -564,7 +574,7 @@ extension Engine {
             let count = s.registry.devices.count
             s.registry.removeAllDevices()
             s.groups.removeAll()
-            let links = s.sessions.dropAll()
+            let links = s.dropAllDevices()
             let queuedBefore = s.outbound.takeAllQueued()
             s.topics = TopicRegistry()
             s.outbound.forgetInFlight(sender: nil)
@@ -583,7 +593,7 @@ extension Engine {
     /// Closes the device's connection (the device goes offline), if it has one.
     @discardableResult
     public func disconnectDevice(token: String) -> Bool {
-        guard let link = state.withLock({ $0.sessions.online[token]?.link }) else { return false }
+        guard let link = state.withLock({ $0.link(of: token) }) else { return false }
         link.close()
         return true
     }

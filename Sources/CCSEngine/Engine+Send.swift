@@ -121,7 +121,7 @@ extension Engine {
             completion(.accepted(token: to, deviceMessageID: nil))
             return
         }
-        let early = deliverableNow ? EarlyDelivery(ticket: WriteTicket(), settle: completion) : nil
+        let early = deliverableNow ? EarlyWrite(ticket: WriteTicket(), settle: completion) : nil
         let limits = deliverableNow ? nil : storageLimits(token: to, senderID: senderID, now: now)
         let plan = state.withLock { s in
             submit(queued, of: message, to: to, early: early, limits: limits, senderID: senderID, now: now, completion: completion, &s)
@@ -166,15 +166,18 @@ extension Engine {
     /// The installation check and the write's submission share this critical section: an uninstall
     /// (which marks the device and submits its queue's removal under this lock) comes either before
     /// (NACK) or after (its removal follows this write), never between.
-    private func submit(_ queued: QueuedMessage, of message: Message, to: String, early: EarlyDelivery?, limits: QueueLimits?, senderID: String,
+    private func submit(_ queued: QueuedMessage, of message: Message, to: String, early: EarlyWrite?, limits: QueueLimits?, senderID: String,
                         now: Int64, completion: @escaping @Sendable (SendResult) -> Void, _ s: inout State) -> DownstreamPlan {
         guard s.registry.devices[to]?.status == .active else { return .unregistered }
         if let early, s.sessions.online[to]?.loaded == true {
             // The device can take it now: hand it over at once and write it in the background. If
             // the device confirms it before the writer gets to it, the write is called off and the
             // ACK follows the confirmation; otherwise the ACK follows the commit, as for every message.
-            let sends = take([queued], token: to, early: early, &s)
-            if !sends.isEmpty {
+            let id = s.keep(early)
+            let sends = take([queued], token: to, early: id, &s)
+            if sends.isEmpty {
+                _ = s.forget(id)
+            } else {
                 // The collapse is not called off with the write: an older message with this key
                 // held back (Doze) must go even when this one never reaches the disk.
                 if let key = queued.collapseKey, needsCollapse(queued, token: to, s) {
@@ -217,7 +220,7 @@ extension Engine {
         guard m.kind == .apnsNotification, m.collapseKey == Self.apnsStoreAndForwardKey, cluster == nil,
               let online = s.sessions.online[token], online.apnsStored == .holdsNone else { return true }
         for (id, other) in online.inFlight where id != m.deviceMessageID && other.message.kind == .apnsNotification {
-            guard let early = other.early, early.ticket.isCancelled else { return true }
+            guard let early = s.earlyWrite(other.early), early.ticket.isCancelled else { return true }
         }
         return false
     }
@@ -237,19 +240,21 @@ extension Engine {
     /// node as usual (docs/scaling.md).
     private func offer(_ queued: QueuedMessage, to node: String, cluster: any ClusterCoordinator,
                        completion: @escaping @Sendable (SendResult) -> Void) {
-        let early = EarlyDelivery(ticket: WriteTicket(), settle: completion)
+        let early = EarlyWrite(ticket: WriteTicket(), settle: completion)
         let limits = storageLimits(token: queued.token, senderID: queued.senderID, now: queued.enqueuedAt)
         let id = queued.deviceMessageID
         // Under the lock for the same reason as below: an uninstall comes before or after, not between.
         let submitted = state.withLock { s -> Bool in
             guard s.registry.devices[queued.token]?.status == .active else { return false }
-            s.sessions.offer(Offered(message: queued, early: early), id: id)
+            s.sessions.offer(Offered(message: queued, early: s.keep(early)), id: id)
             if let key = queued.collapseKey { committer.submit(.collapse(token: queued.token, collapseKey: key)) }
             committer.submit([.enqueue(queued, limits: limits)], ticket: early.ticket) { [self] error in
                 // Written: a confirmation that came meanwhile, or comes later, removes it (the device
                 // has it), after this commit in the writer's order.
                 let confirmed = state.withLock { s -> Bool in
-                    s.sessions.offerWritten(id, token: queued.token, succeeded: error == nil)?.confirmed ?? false
+                    guard let offer = s.sessions.offerWritten(id, token: queued.token, succeeded: error == nil) else { return false }
+                    _ = s.forget(offer.early)
+                    return offer.confirmed
                 }
                 if confirmed && error == nil { committer.submit(.removeMessage(token: queued.token, deviceMessageID: id)) }
                 if error == nil { journal(.stored, queued) }

@@ -40,7 +40,7 @@ extension Engine {
             return s.throttle!.due(now: now).compactMap { token in
                 guard let online = s.sessions.online[token], online.loaded,
                       online.inFlight.count < configuration.deviceWindow else { return nil }
-                return (token, online.link)
+                return s.deviceLinks[online.connection].map { (token, $0) }
             }
         }
         for (token, link) in due { deliverBacklog(token: token, link: link) }

@@ -1,3 +1,4 @@
+import PushDomain
 import DeliveryCore
 import StoreModel
 
@@ -47,22 +48,6 @@ public struct AppServerConnectionInfo: Sendable, Equatable {
     }
 }
 
-/// One message on its way to a device's connection.
-public struct DeviceDelivery: Sendable, Equatable {
-    public var message: QueuedMessage
-    /// A notification for an app in the background: the system shows it in the tray.
-    public var toTray: Bool
-    /// What the device's platform shows (`PlatformRendering`, JSON), rendered at hand-over; nil for
-    /// the service's own notices (deleted messages, send errors).
-    public var view: String?
-
-    public init(message: QueuedMessage, toTray: Bool, view: String? = nil) {
-        self.message = message
-        self.toTray = toTray
-        self.view = view
-    }
-}
-
 /// One message on its way to an app server.
 public struct OutboundMessage: Sendable, Equatable {
     public var messageID: String
@@ -71,5 +56,44 @@ public struct OutboundMessage: Sendable, Equatable {
     public init(messageID: String, json: String) {
         self.messageID = messageID
         self.json = json
+    }
+}
+
+extension Engine {
+    /// The device connections the core knows by id (`DeviceConnectionID`): the host's side of
+    /// `DeviceSessions`, changed in the same critical section as the session it belongs to.
+    struct DeviceLinks {
+        private var byID: [DeviceConnectionID: any DeviceLink] = [:]
+        private var ids: [ObjectIdentifier: DeviceConnectionID] = [:]
+        private var next: UInt = 0
+
+        /// A new connection's id (a link registered again keeps its id).
+        mutating func register(_ link: any DeviceLink) -> DeviceConnectionID {
+            if let id = ids[ObjectIdentifier(link)] { return id }
+            next += 1
+            let id = DeviceConnectionID(next)
+            byID[id] = link
+            ids[ObjectIdentifier(link)] = id
+            return id
+        }
+
+        /// The id of a registered link; nil once it was removed (it is no device's connection).
+        func id(of link: any DeviceLink) -> DeviceConnectionID? { ids[ObjectIdentifier(link)] }
+
+        subscript(_ id: DeviceConnectionID) -> (any DeviceLink)? { byID[id] }
+
+        @discardableResult
+        mutating func remove(_ id: DeviceConnectionID) -> (any DeviceLink)? {
+            guard let link = byID.removeValue(forKey: id) else { return nil }
+            ids[ObjectIdentifier(link)] = nil
+            return link
+        }
+    }
+
+    /// A message handed over before its write committed (`EarlyDelivery`): the write's ticket, which
+    /// only the host touches (calling it off takes the writer's lock), and the answer it owes.
+    struct EarlyWrite {
+        let ticket: WriteTicket
+        let settle: @Sendable (SendResult) -> Void
     }
 }

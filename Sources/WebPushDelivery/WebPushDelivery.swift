@@ -1,3 +1,4 @@
+import DeliveryCore
 import AsyncHTTPClient
 import CCSEngine
 import StoreModel

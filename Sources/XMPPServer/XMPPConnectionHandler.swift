@@ -1,3 +1,4 @@
+import DeliveryCore
 import CCSEngine
 import CCSProtocol
 import PushDomain

@@ -1,3 +1,4 @@
+import DeliveryCore
 import ArgumentParser
 import CCSEmulator
 import CCSEngine
