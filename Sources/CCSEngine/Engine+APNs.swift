@@ -9,7 +9,7 @@ extension Engine {
     /// Apple keeps only the most recent notification per app while the device is offline. A device
     /// here runs one app, so one collapse key per device expresses the rule with the store's own
     /// collapse: a newer APNs notification replaces the stored one (docs/apns.md).
-    static let apnsStoreAndForwardKey = "apns:store-and-forward"
+    static let apnsStoreAndForwardKey = DeliveryCore.apnsStoreAndForwardKey
 
     /// Who a device token is, for the gateway's status 8 (it must answer before the next notification
     /// on the connection is read, so it asks synchronously; `send` repeats the check).

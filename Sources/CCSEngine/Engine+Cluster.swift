@@ -36,12 +36,8 @@ extension Engine: ClusterEvents {
             byToken[m.token, default: []].append(m)
         }
         for token in order {
-            let sends = state.withLock { s -> [Send] in
-                guard s.sessions.online[token]?.loaded == true, s.registry.devices[token]?.status == .active,
-                      let platform = s.sessions.online[token]?.platform ?? s.registry.devices[token]?.platform else { return [] }
-                let deviceState = s.registry.deviceStates[token] ?? DeviceState()
-                let fit = byToken[token]!.filter { Self.mayOffer($0, deviceState: deviceState, platform: platform) }
-                return take(fit, token: token, offeredBy: node, &s)
+            let sends = state.withLock { s in
+                apply(s.core.liveOffered(byToken[token]!, to: token, from: node, now: now), links: s.deviceLinks)
             }
             perform(sends)
         }

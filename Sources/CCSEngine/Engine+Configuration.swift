@@ -56,29 +56,45 @@ extension Engine {
         }
     }
 
-    /// Everything the engine knows, under its one lock: each component has one job and its own
-    /// file; an operation that spans them (a hand-over reads the registry and changes a session and
-    /// the queue's write in one step) sees them all at once. docs/architecture.md says why one lock.
+    /// Everything the engine knows, under its one lock: the delivery core (`DeliveryCore`, a value
+    /// with no I/O), the outbound router, and the host's tables of what the core names by id. An
+    /// operation that spans components (a hand-over reads the registry and changes a session and the
+    /// queue's write in one step) sees them all at once. docs/architecture.md says why one lock.
     struct State {
-        /// Who exists: senders, device registrations and each device's state.
-        var registry = Registry()
-        /// Which devices are connected, what each holds unconfirmed, what other nodes offered.
-        var sessions = DeviceSessions()
+        var core: DeliveryCore
         /// Upstream messages and receipts on their way to app-server connections.
         var outbound = OutboundRouter()
-        var topics = TopicRegistry()
-        var groups = DeviceGroupRegistry()
-        /// Messages counted against each device's rate limit (nil: `--device-message-rate` is off).
-        var deviceRates: RateLimiter? = nil
-        /// The collapsible messages held back per device (`Configuration.collapsibleThrottle`).
-        var throttle: CollapsibleThrottle? = nil
-        /// Messages counted against each sender's topics (nil: `--topic-message-rate` is off).
-        var topicRates: RateLimiter? = nil
-        /// The newest message timestamp given out (`nextMicros`): ids stay ordered when the clock is not.
-        var lastMicros: Int64 = 0
         // device host tables: the connections and early writes the core names by id.
         var deviceLinks = DeviceLinks()
         var earlyWrites: [WriteID: EarlyWrite] = [:]
         var lastWriteID: UInt64 = 0
+
+        init(core: DeliveryCore) { self.core = core }
+
+        // The core's components, changed in place (`_modify`: a getter and setter would copy them).
+        var registry: Registry {
+            get { core.registry }
+            _modify { yield &core.registry }
+        }
+        var sessions: DeviceSessions {
+            get { core.sessions }
+            _modify { yield &core.sessions }
+        }
+        var topics: TopicRegistry {
+            get { core.topics }
+            _modify { yield &core.topics }
+        }
+        var groups: DeviceGroupRegistry {
+            get { core.groups }
+            _modify { yield &core.groups }
+        }
+        var throttle: CollapsibleThrottle? {
+            get { core.throttle }
+            _modify { yield &core.throttle }
+        }
+        var topicRates: RateLimiter? {
+            get { core.topicRates }
+            _modify { yield &core.topicRates }
+        }
     }
 }

@@ -190,12 +190,9 @@ extension Engine {
                 return backlogReadFailed(token: token, link: link, attempt: attempt, error: error)
             }
             let sends = state.withLock { s -> [Send] in
-                let holdsAPNs = stored.contains { $0.kind == .apnsNotification }
                 guard let id = s.deviceLinks.id(of: link),
-                      s.sessions.modify(token, connection: id, { $0.backlogRead(holdsAPNsNotification: holdsAPNs) }) != nil else { return [] }
-                let unheld = stored.filter { $0.expiresAt > now }
-                if s.throttle != nil { keepThrottled(unheld, token: token, &s) }
-                return take(unheld, token: token, fromBacklog: true, &s)
+                      let effects = s.core.backlogRead(stored, token: token, connection: id, now: now) else { return [] }
+                return apply(effects, links: s.deviceLinks)
             }
             perform(sends)
         }
@@ -213,7 +210,7 @@ extension Engine {
     private func backlogReadFailed(token: String, link: any DeviceLink, attempt: Int, error: any Error) {
         let current = state.withLock { s -> Bool in
             guard let id = s.deviceLinks.id(of: link) else { return false }
-            return s.sessions.modify(token, connection: id) { $0.refillFailed() } != nil
+            return s.core.backlogReadFailed(token: token, connection: id)
         }
         guard current else { return }
         if attempt < Self.backlogReadAttempts {
@@ -229,44 +226,26 @@ extension Engine {
     /// Gives committed messages to the device's connection, if it is online, has its backlog, and may
     /// take them now (Doze). Otherwise they wait in the queue.
     func handOver(_ messages: [QueuedMessage], to token: String) {
-        let sends = state.withLock { s -> [Send] in
-            guard s.sessions.online[token]?.loaded == true else { return [] }
-            return take(messages, token: token, &s)
-        }
+        let now = clock.nowMillis()
+        let sends = state.withLock { s in apply(s.core.handOver(messages, to: token, now: now), links: s.deviceLinks) }
         perform(sends)
     }
 
-    /// The messages the device's state admits now become in-flight on its connection, as many as its
-    /// window has room for; the rest wait (in the store: a message handed over live that does not fit
-    /// is stored by its caller, one offered by another node is left to its write there).
-    /// A notification for an app in the background goes to the system's tray, not to the app.
-    /// `offeredBy`: another node offered them before writing them. Without it and `early`, they are
-    /// written (read from the store, or their commit announced).
-    /// `fromBacklog`: they are the queue as read from the store. Once the window kept something back,
-    /// only such a read hands anything over (`OnlineDevice.heldBack`), so nothing overtakes it.
-    func take(_ messages: [QueuedMessage], token: String, early: EarlyDelivery? = nil, offeredBy: String? = nil,
-              fromBacklog: Bool = false, _ s: inout State) -> [Send] {
-        let deviceState = s.registry.deviceStates[token] ?? DeviceState()
-        let app = s.registry.devices[token]?.app ?? ""
-        // Out of the state while the connection is changed in place (exclusive access to one part);
-        // taken out, not copied, so that its maps are not copied on the write.
-        var throttle = s.throttle
-        s.throttle = nil
-        defer { s.throttle = throttle }
-        var removals: [StoreOp] = []
-        let window = configuration.deviceWindow
-        let written = early == nil && offeredBy == nil
-        let links = s.deviceLinks
-        let send = s.sessions.modify(token) { online -> Send? in
-            let deliveries = online.take(messages, fromBacklog: fromBacklog, deviceState: deviceState, written: written, window: window,
-                                         removals: &removals,
-                                         admit: { m in throttle == nil || admitThrottled(m, token: token, &throttle!) },
-                                         entry: { m, toTray in InFlightDownstream(message: m, toTray: toTray, early: early, offeredBy: offeredBy) })
-            guard !deliveries.isEmpty, let link = links[online.connection] else { return nil }
-            return .device(link, deliveries, online.platform ?? .android, app: app, appInBackground: !deviceState.foreground)
+    /// Performs the core's device effects that belong in its critical section (the writes, in the
+    /// core's order, and the throttle's reports) and returns the hand-overs, performed outside it.
+    func apply(_ effects: [DeviceEffect], links: DeviceLinks) -> [Send] {
+        var sends: [Send] = []
+        for effect in effects {
+            switch effect {
+            case .write(let ops): committer.submit(ops)
+            case .throttled(let m, let detail): journal(.throttled, m, detail: detail)
+            case .deliver(let connection, let deliveries, let platform, let app, let background):
+                if let link = links[connection] {
+                    sends.append(.device(link, deliveries, platform, app: app, appInBackground: background))
+                }
+            }
         }
-        if !removals.isEmpty { committer.submit(removals) }
-        return (send ?? nil).map { [$0] } ?? []
+        return sends
     }
 
     /// Messages handed over live whose write is still waiting (the store does not hold them yet).
@@ -343,13 +322,11 @@ extension Engine {
         let now = clock.nowMillis()
         // One critical section and one lookup of the online entry (changed in place through its index).
         let found: (InFlightDownstream, app: String?, apnsToken: String?, calledOff: EarlyWrite?, refill: (any DeviceLink)?)? = state.withLock { s in
-            let window = configuration.deviceWindow
-            guard let confirmed = s.sessions.modify(token, { $0.confirm(deviceMessageID, window: window) }),
-                  let c = confirmed else { return nil }
+            guard let c = s.core.confirm(deviceMessageID, token: token) else { return nil }
             // The host calls the write off (its ticket takes the writer's lock), then tells the core.
             let early = s.forget(c.entry.early)
             let calledOff = c.mayCallOff != nil && early?.ticket.cancel() == true
-            s.sessions.modify(token) { $0.remember(c.entry, calledOff: calledOff) }
+            s.core.remember(c, token: token, calledOff: calledOff)
             let entry = c.entry
             let needsDevice = entry.message.deliveryReceiptRequested || entry.message.kind == .apnsNotification
             let device = needsDevice ? s.registry.devices[token] : nil

@@ -46,16 +46,4 @@ extension Engine {
         if let shared = m.sharedData { blocks["data"] = .object(shared.mapValues { .string($0) }) }
         return blocks.isEmpty ? nil : JSONValue.object(blocks).encoded()
     }
-
-    func deletedMessagesNotice(token: String, senderID: String, now: Int64) -> QueuedMessage {
-        let id = "deleted:\(now)"
-        let payload = JSONValue.object([
-            "message_type": .string("deleted_messages"), "message_id": .string(id), "sent_time": .int(now),
-        ]).encoded()
-        return QueuedMessage(token: token, deviceMessageID: id, senderID: senderID, appMessageID: "",
-                             collapseKey: nil, priority: Priority.high.rawValue,
-                             timeToLive: Message.maximumTimeToLive, enqueuedAt: now,
-                             expiresAt: now + Int64(Message.maximumTimeToLive) * 1000,
-                             deliveryReceiptRequested: false, kind: .deletedMessages, payload: payload)
-    }
 }

@@ -216,14 +216,14 @@ extension Engine {
                 // "Now or never": the members that can take it now get it; nothing is stored.
                 var sends: [Send] = []
                 for token in members where s.sessions.online[token]?.loaded == true {
-                    sends += take([Self.copy(of: queued, for: token, s)], token: token, &s)
+                    sends += apply(s.core.take([Self.copy(of: queued, for: token, s)], token: token, now: now), links: s.deviceLinks)
                 }
                 return .live(sends, micros)
             }
             let fanOut = FanOut(audience: audience, message: queued,
                                 limits: QueueLimits(maxCollapseKeys: configuration.maxCollapseKeys,
                                                     maxNonCollapsible: configuration.maxStoredNonCollapsible,
-                                                    overflowNotice: deletedMessagesNotice(token: "", senderID: senderID, now: now)),
+                                                    overflowNotice: DeliveryCore.deletedMessagesNotice(token: "", senderID: senderID, now: now)),
                                 collapseKeyIsApp: message.collapseKey == nil && message.isNotification)
             committer.submit(.fanOut(fanOut)) { [self] error in
                 if let error {
@@ -251,10 +251,13 @@ extension Engine {
     /// After the commit: the members online with their backlog loaded get it now (those loading read
     /// it from the store; the rest get it when they connect).
     private func handOverFannedOut(_ queued: QueuedMessage, members: Set<String>) {
+        let now = clock.nowMillis()
         let sends = state.withLock { s -> [Send] in
             let ready = s.sessions.online.filter { $0.value.loaded && members.contains($0.key) }.map(\.key)
             var sends: [Send] = []
-            for token in ready { sends += take([Self.copy(of: queued, for: token, s)], token: token, &s) }
+            for token in ready {
+                sends += apply(s.core.take([Self.copy(of: queued, for: token, s)], token: token, now: now), links: s.deviceLinks)
+            }
             return sends
         }
         perform(sends)

@@ -33,6 +33,8 @@ public final class Engine: Sendable {
     public let cluster: (any ClusterCoordinator)?
     /// The device message ids this node may mint: all of them alone, its slot's in a cluster.
     let messageIDSlot: MessageIDSlot
+    /// What the delivery core was made with (`State.core`), for what the host builds outside the lock.
+    let coreSettings: DeliveryCore.Settings
     let logger: Logger
     let state: Locked<State>
     /// Told of every new registration once it is stored (Web Push delivery links new web devices).
@@ -75,7 +77,14 @@ public final class Engine: Sendable {
                                                      "message_id": "\(entry.subject.messageID ?? "-")",
                                                      "token": "\(entry.subject.token ?? "-")"])
         })
-        var s = State()
+        coreSettings = DeliveryCore.Settings(
+            deviceWindow: configuration.deviceWindow, maxCollapseKeys: configuration.maxCollapseKeys,
+            maxStoredNonCollapsible: configuration.maxStoredNonCollapsible, clustered: cluster != nil,
+            messageIDSlot: messageIDSlot)
+        var s = State(core: DeliveryCore(
+            settings: coreSettings,
+            deviceRate: configuration.deviceMessageRate, topicRate: configuration.topicMessageRate,
+            throttle: configuration.collapsibleThrottle, lastMicros: try committer.store.largestMessageMicros()))
         s.registry.replaceSenders(try committer.store.loadSenders())
         for device in try committer.store.loadDevices() {
             s.registry.add(device)  // newest last: its APNs token wins
@@ -84,10 +93,6 @@ public final class Engine: Sendable {
             s.topics.add(.init(senderID: t.senderID, name: t.topic), token: t.token, at: t.addedAt)
         }
         s.groups = DeviceGroupRegistry(try committer.store.loadDeviceGroups())
-        s.lastMicros = try committer.store.largestMessageMicros()
-        s.deviceRates = configuration.deviceMessageRate.map(RateLimiter.init(rate:))
-        s.topicRates = configuration.topicMessageRate.map(RateLimiter.init(rate:))
-        s.throttle = configuration.collapsibleThrottle.map(CollapsibleThrottle.init(rate:))
         // In a cluster, upstream messages and receipts are taken from the store when an app server
         // connects (`ClusterCoordinator.claimOutbound`): another node may be sending them now.
         for record in cluster == nil ? try committer.store.loadOutbound() : [] {
@@ -101,9 +106,7 @@ public final class Engine: Sendable {
         connectObservers()
     }
     func nextMicros(_ s: inout State) -> Int64 {
-        let micros = messageIDSlot.next(after: s.lastMicros, now: clock.nowMicros())
-        s.lastMicros = micros
-        return micros
+        s.core.nextMicros(now: clock.nowMicros())
     }
     // MARK: effects outside the lock
 
