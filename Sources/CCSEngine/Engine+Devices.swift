@@ -320,61 +320,34 @@ extension Engine {
 
     func deviceAcknowledgedNow(token: String, deviceMessageID: String) {
         let now = clock.nowMillis()
-        // One critical section and one lookup of the online entry (changed in place through its index).
-        let found: (InFlightDownstream, app: String?, apnsToken: String?, calledOff: EarlyWrite?, refill: (any DeviceLink)?)? = state.withLock { s in
+        // One critical section: the core's confirmation, the host's call-off of the write, the device.
+        typealias Found = (Confirmation, DeliveryCore.ConfirmingDevice?, calledOff: EarlyWrite?, refill: (any DeviceLink)?)
+        let found: Found? = state.withLock { s in
             guard let c = s.core.confirm(deviceMessageID, token: token) else { return nil }
             // The host calls the write off (its ticket takes the writer's lock), then tells the core.
             let early = s.forget(c.entry.early)
             let calledOff = c.mayCallOff != nil && early?.ticket.cancel() == true
             s.core.remember(c, token: token, calledOff: calledOff)
-            let entry = c.entry
-            let needsDevice = entry.message.deliveryReceiptRequested || entry.message.kind == .apnsNotification
-            let device = needsDevice ? s.registry.devices[token] : nil
-            return (entry, entry.message.deliveryReceiptRequested ? device?.app : nil, device?.apnsToken,
-                    calledOff ? early : nil, c.refill.flatMap { s.deviceLinks[$0] })
+            let m = c.entry.message
+            let needsDevice = m.deliveryReceiptRequested || m.kind == .apnsNotification || c.entry.toTray
+            return (c, needsDevice ? s.core.confirmingDevice(token) : nil, calledOff ? early : nil,
+                    c.refill.flatMap { s.deviceLinks[$0] })
         }
-        guard let (entry, app, apnsToken, calledOff, refill) = found else { return }
+        guard let (confirmation, device, calledOff, refill) = found else { return }
         // After this confirmation's removal is submitted: the read then no longer finds it.
         defer { if let refill { deliverBacklog(token: token, link: refill) } }
-        let m = entry.message
+        let entry = confirmation.entry, m = entry.message
         journal(.deviceAcked, m, token: token)
         if entry.toTray { journal(.shownInTray, m, token: token) }
-        if m.kind == .apnsNotification {
-            recordAPNsDelivery(m, deviceToken: apnsToken)
+        if m.kind == .apnsNotification { recordAPNsDelivery(m, deviceToken: device?.apnsToken) }
+        let writes = DeliveryCore.confirmationWrites(entry, token: token, calledOff: calledOff != nil, device: device, now: now)
+        switch writes.end {
+        case .confirmLive(let node): cluster?.confirmLive(deviceMessageID: deviceMessageID, to: node)
+        case .calledOff: calledOff?.settle(.accepted(token: token, deviceMessageID: deviceMessageID))
+        case .removed: break
         }
-        var ops: [StoreOp] = []
-        if let node = entry.offeredBy {
-            // Offered by another node before its write (never to the tray, no receipt: `mayOffer`):
-            // nothing of it is stored here; that node calls its write off, or announces the commit and
-            // this node then removes it (`take`).
-            cluster?.confirmLive(deviceMessageID: deviceMessageID, to: node)
-        } else if let early = calledOff {
-            // It never reaches the disk, and the app server's ACK is due now (the message is
-            // delivered: nothing is left to lose).
-            early.settle(.accepted(token: token, deviceMessageID: deviceMessageID))
-        } else {
-            ops.append(.removeMessage(token: token, deviceMessageID: deviceMessageID))
-        }
-        if entry.toTray {
-            let device = self.device(token: token)
-            let view = Self.platformView(of: m, platform: device?.platform ?? .android, app: device?.app ?? "", appInBackground: true)
-            ops.append(.addToTray(TrayEntry(token: token, deviceMessageID: deviceMessageID, payload: m.payload, shownAt: now,
-                                            view: view)))
-        }
-        var receipt: OutboundRecord?
-        if m.deliveryReceiptRequested {
-            let json = StoredJSON.receipt(.sentToDevice(category: app, originalMessageID: m.appMessageID,
-                                                        deviceRegistrationID: token, sentTimestampMillis: m.enqueuedAt))
-            let r = OutboundRecord(senderID: m.senderID, kind: .receipt,
-                                   messageID: DeliveryReceipt.messageIDPrefix + m.appMessageID, token: token,
-                                   json: json, createdAt: now,
-                                   expiresAt: now + Int64(Message.maximumTimeToLive) * 1000,
-                                   aboutMessageID: m.deviceMessageID)
-            ops.append(.addOutbound(r))
-            receipt = r
-        }
-        if ops.isEmpty { return }
-        committer.submit(ops) { [self, receipt] error in
+        if writes.ops.isEmpty { return }
+        committer.submit(writes.ops) { [self, receipt = writes.receipt] error in
             guard error == nil, let receipt else { return }
             enqueueOutbound(receipt)
         }

@@ -147,4 +147,28 @@ import Testing
         else { Issue.record("live"); return }
         #expect(collapse == .collapse(token: "t", collapseKey: DeliveryCore.apnsStoreAndForwardKey))
     }
+
+    @Test func aConfirmationWritesTheRemovalTheTrayEntryAndTheReceiptInOneCommit() {
+        var m = Self.queued("1")
+        m.deliveryReceiptRequested = true
+        let device = DeliveryCore.ConfirmingDevice(app: "com.example", platform: .android, apnsToken: nil)
+        let tray = InFlightDownstream(message: m, toTray: true)
+        let writes = DeliveryCore.confirmationWrites(tray, token: "t", calledOff: false, device: device, now: Self.now)
+        #expect(writes.end == .removed)
+        #expect(writes.ops.count == 3 && writes.ops.first == .removeMessage(token: "t", deviceMessageID: "1"))
+        guard case .addToTray(let entry) = writes.ops[1], case .addOutbound(let receipt) = writes.ops[2] else {
+            Issue.record("tray entry, then receipt: \(writes.ops)"); return
+        }
+        #expect(entry.shownAt == Self.now && entry.deviceMessageID == "1")
+        #expect(receipt == writes.receipt && receipt.kind == .receipt && receipt.messageID == "dr2:m1" && receipt.aboutMessageID == "1")
+    }
+
+    @Test func aCalledOffOrOfferedMessageWritesNothingOfItsOwn() {
+        let plain = InFlightDownstream(message: Self.queued("1"), toTray: false)
+        let calledOff = DeliveryCore.confirmationWrites(plain, token: "t", calledOff: true, device: nil, now: Self.now)
+        #expect(calledOff == .init(end: .calledOff, ops: [], receipt: nil))
+        let offered = InFlightDownstream(message: Self.queued("2"), toTray: false, offeredBy: "node-b")
+        let live = DeliveryCore.confirmationWrites(offered, token: "t", calledOff: false, device: nil, now: Self.now)
+        #expect(live == .init(end: .confirmLive(node: "node-b"), ops: [], receipt: nil))
+    }
 }
