@@ -37,7 +37,7 @@ extension Engine: ClusterEvents {
         }
         for token in order {
             let sends = state.withLock { s in
-                apply(s.core.liveOffered(byToken[token]!, to: token, from: node, now: now), links: s.deviceLinks)
+                apply(s.core.liveOffered(byToken[token]!, to: token, from: node, now: now), &s)
             }
             perform(sends)
         }

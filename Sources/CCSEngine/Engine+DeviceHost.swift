@@ -6,28 +6,24 @@ import PushDomain
 /// writes by id; the links and write tickets they stand for are kept here, in the same state and so
 /// changed in the same critical section.
 extension Engine.State {
-    /// A device connection is up: returns its id and the older connection it replaced (to be closed).
-    mutating func connectDevice(_ token: String, link: any DeviceLink) -> (DeviceConnectionID, replaced: (any DeviceLink)?) {
-        let id = deviceLinks.register(link)
-        let replaced = sessions.connect(token, connection: id, platform: registry.devices[token]?.platform)
-        return (id, replaced.flatMap { hostForget($0) })
-    }
-
-    /// The connection `link` went down; false when a newer connection had already replaced it.
-    mutating func disconnectDevice(_ token: String, link: any DeviceLink) -> Bool {
-        guard let id = deviceLinks.id(of: link), let gone = sessions.disconnect(token, connection: id) else { return false }
-        hostForget(gone)
-        return true
-    }
-
     /// Takes the device offline at once; returns its link, to be closed.
     mutating func dropDevice(_ token: String) -> (any DeviceLink)? {
-        sessions.drop(token).flatMap { hostForget($0) }
+        release(core.dropDevice(token)).first
     }
 
     /// Takes every device offline; returns their links, to be closed.
     mutating func dropAllDevices() -> [any DeviceLink] {
-        sessions.dropAll().compactMap { hostForget($0) }
+        release(core.dropAllDevices())
+    }
+
+    /// Forgets the connections the core released, and their early writes; returns the links to close.
+    mutating func release(_ effects: [DeviceEffect]) -> [any DeviceLink] {
+        var closing: [any DeviceLink] = []
+        for case .release(let connection, let writes, let close) in effects {
+            for write in writes { earlyWrites[write] = nil }
+            if let link = deviceLinks.remove(connection), close { closing.append(link) }
+        }
+        return closing
     }
 
     /// The link of the device's current connection, when it is connected.
@@ -57,11 +53,5 @@ extension Engine.State {
     /// comes, answers through its own completion.
     mutating func forget(_ early: EarlyDelivery?) -> Engine.EarlyWrite? {
         early.flatMap { earlyWrites.removeValue(forKey: $0.write) }
-    }
-
-    /// A connection left the sessions: its link leaves the table, and so do its early writes.
-    private mutating func hostForget(_ gone: OnlineDevice) -> (any DeviceLink)? {
-        for entry in gone.inFlight.values where entry.early != nil { _ = forget(entry.early) }
-        return deviceLinks.remove(gone.connection)
     }
 }

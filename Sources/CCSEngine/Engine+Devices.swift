@@ -167,9 +167,12 @@ extension Engine {
     /// A device connection is up: it replaces any older connection of the same device and receives
     /// everything stored for it that it may take, then every message committed later.
     public func deviceConnected(token: String, link: any DeviceLink) {
-        let previous = state.withLock { s in s.connectDevice(token, link: link).replaced }
-        previous?.close()
-        deliverBacklog(token: token, link: link)
+        // The core closes the device's older connection and asks for the queue's read.
+        let sends = state.withLock { s in
+            let id = s.deviceLinks.register(link)
+            return apply(s.core.deviceConnected(token, connection: id), &s)
+        }
+        perform(sends)
         // In a cluster the backlog is read once more after the presence is recorded: a message
         // another node commits later is announced here, and one it committed before is in that read
         // (what the first read handed over is not handed over twice).
@@ -192,7 +195,7 @@ extension Engine {
             let sends = state.withLock { s -> [Send] in
                 guard let id = s.deviceLinks.id(of: link),
                       let effects = s.core.backlogRead(stored, token: token, connection: id, now: now) else { return [] }
-                return apply(effects, links: s.deviceLinks)
+                return apply(effects, &s)
             }
             perform(sends)
         }
@@ -227,22 +230,26 @@ extension Engine {
     /// take them now (Doze). Otherwise they wait in the queue.
     func handOver(_ messages: [QueuedMessage], to token: String) {
         let now = clock.nowMillis()
-        let sends = state.withLock { s in apply(s.core.handOver(messages, to: token, now: now), links: s.deviceLinks) }
+        let sends = state.withLock { s in apply(s.core.handOver(messages, to: token, now: now), &s) }
         perform(sends)
     }
 
     /// Performs the core's device effects that belong in its critical section (the writes, in the
     /// core's order, and the throttle's reports) and returns the hand-overs, performed outside it.
-    func apply(_ effects: [DeviceEffect], links: DeviceLinks) -> [Send] {
+    func apply(_ effects: [DeviceEffect], _ s: inout State) -> [Send] {
         var sends: [Send] = []
         for effect in effects {
             switch effect {
             case .write(let ops): committer.submit(ops)
             case .throttled(let m, let detail): journal(.throttled, m, detail: detail)
             case .deliver(let connection, let deliveries, let platform, let app, let background):
-                if let link = links[connection] {
+                if let link = s.deviceLinks[connection] {
                     sends.append(.device(link, deliveries, platform, app: app, appInBackground: background))
                 }
+            case .readBacklog(let token, let connection):
+                if let link = s.deviceLinks[connection] { sends.append(.readBacklog(token: token, link)) }
+            case .release:
+                sends += s.release([effect]).map { .close($0) }
             }
         }
         return sends
@@ -286,9 +293,10 @@ extension Engine {
 
     public func deviceDisconnected(token: String, link: any DeviceLink) {
         let removed = state.withLock { s -> Bool in
-            guard s.disconnectDevice(token, link: link) else { return false }
-            s.throttle?.forget(token)
-            return true
+            guard let id = s.deviceLinks.id(of: link) else { return false }
+            let effects = s.core.deviceDisconnected(token, connection: id)
+            _ = s.release(effects)
+            return !effects.isEmpty
         }
         if removed { cluster?.deviceOffline(token: token) }
     }

@@ -132,7 +132,7 @@ extension Engine {
             if case .live = submission {} else { _ = s.forget(id) }
             switch submission {
             case .live(let handOver, let collapse, let write):
-                let sends = apply(handOver, links: s.deviceLinks)
+                let sends = apply(handOver, &s)
                 if let collapse { committer.submit(collapse) }
                 committer.submit([write], ticket: early!.ticket) { [self] error in
                     if error == nil { journal(.stored, queued) }
@@ -140,7 +140,7 @@ extension Engine {
                 }
                 return .live(sends)
             case .stored(let write, let effects):
-                _ = apply(effects, links: s.deviceLinks)
+                _ = apply(effects, &s)
                 committer.submit(write) { [self] error in
                     if error == nil {
                         journal(.stored, queued)
@@ -150,7 +150,7 @@ extension Engine {
                 }
                 return .stored
             case .dropped(let effects):
-                _ = apply(effects, links: s.deviceLinks)
+                _ = apply(effects, &s)
                 return .dropped
             case .unregistered: return .unregistered
             }

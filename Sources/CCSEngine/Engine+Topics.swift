@@ -216,7 +216,7 @@ extension Engine {
                 // "Now or never": the members that can take it now get it; nothing is stored.
                 var sends: [Send] = []
                 for token in members where s.sessions.online[token]?.loaded == true {
-                    sends += apply(s.core.take([Self.copy(of: queued, for: token, s)], token: token, now: now), links: s.deviceLinks)
+                    sends += apply(s.core.take([Self.copy(of: queued, for: token, s)], token: token, now: now), &s)
                 }
                 return .live(sends, micros)
             }
@@ -256,7 +256,7 @@ extension Engine {
             let ready = s.sessions.online.filter { $0.value.loaded && members.contains($0.key) }.map(\.key)
             var sends: [Send] = []
             for token in ready {
-                sends += apply(s.core.take([Self.copy(of: queued, for: token, s)], token: token, now: now), links: s.deviceLinks)
+                sends += apply(s.core.take([Self.copy(of: queued, for: token, s)], token: token, now: now), &s)
             }
             return sends
         }

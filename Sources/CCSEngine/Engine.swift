@@ -114,6 +114,9 @@ public final class Engine: Sendable {
         /// Rendered for the device's platform (and its app's state then) on the way out, outside the lock.
         case device(any DeviceLink, [DeviceDelivery], Platform, app: String, appInBackground: Bool)
         case appServer(any AppServerLink, [OutboundMessage])
+        /// Read the device's queue for this connection (`deliverBacklog`).
+        case readBacklog(token: String, any DeviceLink)
+        case close(any DeviceLink)
     }
 
     func perform(_ sends: [Send]) {
@@ -129,6 +132,8 @@ public final class Engine: Sendable {
                 }
                 link.deliver(deliveries)
             case .appServer(let link, let messages): link.sendOutbound(messages)
+            case .readBacklog(let token, let link): deliverBacklog(token: token, link: link)
+            case .close(let link): link.close()
             }
         }
     }

@@ -4,6 +4,34 @@ import StoreModel
 /// How messages reach a device's connection in the core: a commit's hand-over, a backlog read, a
 /// live delivery or another node's offer all end in `take`; a confirmation frees the window.
 extension DeliveryCore {
+    /// A device connection is up: it replaces the device's older one (closed; what it held goes with
+    /// it) and gets its queue read.
+    package mutating func deviceConnected(_ token: String, connection: DeviceConnectionID) -> [DeviceEffect] {
+        let replaced = sessions.connect(token, connection: connection, platform: registry.devices[token]?.platform)
+        return (replaced.map { [Self.release($0, close: true)] } ?? []) + [.readBacklog(token: token, connection)]
+    }
+
+    /// The connection went down: nothing when a newer one had already replaced it.
+    package mutating func deviceDisconnected(_ token: String, connection: DeviceConnectionID) -> [DeviceEffect] {
+        guard let gone = sessions.disconnect(token, connection: connection) else { return [] }
+        throttle?.forget(token)
+        return [Self.release(gone, close: false)]
+    }
+
+    /// Takes the device offline at once (an uninstall, a reset): its connection is closed.
+    package mutating func dropDevice(_ token: String) -> [DeviceEffect] {
+        sessions.drop(token).map { [Self.release($0, close: true)] } ?? []
+    }
+
+    /// Takes every device offline: their connections are closed.
+    package mutating func dropAllDevices() -> [DeviceEffect] {
+        sessions.dropAll().map { Self.release($0, close: true) }
+    }
+
+    private static func release(_ gone: OnlineDevice, close: Bool) -> DeviceEffect {
+        .release(gone.connection, writes: gone.inFlight.values.compactMap { $0.early?.write }, close: close)
+    }
+
     /// The messages the device's state admits now become in-flight on its connection, as many as its
     /// window has room for; the rest wait (in the store: a message handed over live that does not fit
     /// is stored by its caller, one offered by another node is left to its write there).

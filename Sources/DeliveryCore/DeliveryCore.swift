@@ -72,4 +72,10 @@ package enum DeviceEffect: Equatable {
     case write([StoreOp])
     /// The throttle held this collapsible message back (journaled with `detail`).
     case throttled(QueuedMessage, detail: String)
+    /// Read the device's queue for this connection, after every write asked for before (the answer
+    /// is `backlogRead`, or `backlogReadFailed`).
+    case readBacklog(token: String, DeviceConnectionID)
+    /// The connection left the sessions: close it (`close`), or it is closed already; either way the
+    /// host forgets it and the early writes it held (their commits still answer).
+    case release(DeviceConnectionID, writes: [WriteID], close: Bool)
 }

@@ -171,4 +171,19 @@ import Testing
         let live = DeliveryCore.confirmationWrites(offered, token: "t", calledOff: false, device: nil, now: Self.now)
         #expect(live == .init(end: .confirmLive(node: "node-b"), ops: [], receipt: nil))
     }
+
+    @Test func aNewConnectionClosesTheOlderWithItsEarlyWritesAndAsksForTheQueue() {
+        var core = Self.core()
+        #expect(core.deviceConnected("t", connection: DeviceConnectionID(1)) == [.readBacklog(token: "t", DeviceConnectionID(1))])
+        _ = core.backlogRead([], token: "t", connection: DeviceConnectionID(1), now: Self.now)
+        _ = core.submit(Self.queued("1"), early: EarlyDelivery(write: WriteID(9)), limits: nil, now: Self.now)
+        #expect(core.deviceConnected("t", connection: DeviceConnectionID(2)) == [
+            .release(DeviceConnectionID(1), writes: [WriteID(9)], close: true), .readBacklog(token: "t", DeviceConnectionID(2)),
+        ])
+        // The older connection's own disconnect comes later and changes nothing.
+        #expect(core.deviceDisconnected("t", connection: DeviceConnectionID(1)).isEmpty)
+        #expect(core.deviceDisconnected("t", connection: DeviceConnectionID(2)) ==
+                [.release(DeviceConnectionID(2), writes: [], close: false)])
+        #expect(core.sessions.online.isEmpty)
+    }
 }
