@@ -76,5 +76,11 @@ extension Engine {
         var topicRates: RateLimiter? = nil
         /// The newest message timestamp given out (`nextMicros`): ids stay ordered when the clock is not.
         var lastMicros: Int64 = 0
+        // app-server host tables
+        /// The links of the router's connections (`outbound.connections`), by connection id: opened
+        /// and closed with them (Engine+AppServers.swift).
+        var appServers: [String: AppServerHost] = [:]
+        /// The tickets and answers of the router's live upstream writes, by the id it gave each.
+        var upstreamWrites: [UpstreamWriteID: LiveUpstream] = [:]
     }
 }
