@@ -4,12 +4,16 @@ import PushDomain
 
 /// Upstream messages and receipts on their way to the app servers: each sender's queue of what no
 /// connection holds, each connection's window of what it was sent and has not ACKed, and the ids
-/// that make an upstream message a duplicate. Dispatch (`Engine.dispatchOutbound`) hands the queue
+/// that make an upstream message a duplicate. Dispatch (`dispatch`, through `handle`) hands the queue
 /// to the connection with the most free window; the tick finds what expired or waited past the ACK
 /// timeout without copying a queue (`expiredPending`, `takeDueInFlight`).
 ///
 /// The router holds no I/O object: a connection is its id (the host keeps the link), a live upstream
 /// write is an `UpstreamWriteID` (the host keeps its ticket and the device's answer).
+///
+/// The host changes the router through `handle` (OutboundRouter+Handle.swift) and the few operations
+/// still `package` here (an upstream id claimed beside the registry's checks, a sender's or every
+/// queue forgotten by a reset, the queue loaded at start); the steps `handle` is made of are internal.
 package struct OutboundRouter {
     package init() {}
 
@@ -41,7 +45,7 @@ package struct OutboundRouter {
     /// A bound connection joins its sender's; false when the sender has `limit` already. `draining`:
     /// its link drains already (the host passes the link's own flag, so that the two agree from the
     /// start).
-    package mutating func addConnection(id: String, sender: String, draining: Bool = false, limit: Int) -> Bool {
+    mutating func addConnection(id: String, sender: String, draining: Bool = false, limit: Int) -> Bool {
         if (connectionsBySender[sender]?.count ?? 0) >= limit { return false }
         connections[id] = ConnectionEntry(senderID: sender, draining: draining)
         connectionsBySender[sender, default: []].append(id)
@@ -50,7 +54,7 @@ package struct OutboundRouter {
 
     /// The connection's link started draining: it takes no new outbound traffic. Returns its sender;
     /// nil for an unknown connection.
-    package mutating func markDraining(_ id: String) -> String? {
+    mutating func markDraining(_ id: String) -> String? {
         guard let at = connections.index(forKey: id) else { return nil }
         connections.values[at].draining = true
         return connections.values[at].senderID
@@ -58,7 +62,7 @@ package struct OutboundRouter {
 
     /// The connection is gone: what it had not ACKed goes back to the front of its sender's queue.
     /// Returns its sender.
-    package mutating func removeConnection(_ id: String) -> String? {
+    mutating func removeConnection(_ id: String) -> String? {
         guard let entry = connections.removeValue(forKey: id) else { return nil }
         let sender = entry.senderID
         connectionsBySender[sender]?.removeAll { $0 == id }
@@ -89,12 +93,12 @@ package struct OutboundRouter {
     package func isQueueEmpty(sender: String) -> Bool { pending[sender]?.isEmpty ?? true }
 
     /// Takes the sender's whole queue out (given up to other nodes, or a live try that found no room).
-    package mutating func takeQueue(sender: String) -> Deque<OutboundRecord>? {
+    mutating func takeQueue(sender: String) -> Deque<OutboundRecord>? {
         pending.removeValue(forKey: sender)
     }
 
     /// Drops the oldest records past `limit` in the sender's queue; returns them.
-    package mutating func trim(sender: String, to limit: Int) -> [OutboundRecord] {
+    mutating func trim(sender: String, to limit: Int) -> [OutboundRecord] {
         var dropped: [OutboundRecord] = []
         while let count = pending[sender]?.count, count > limit, let oldest = pending[sender]?.removeFirst() {
             dropped.append(oldest)
@@ -132,7 +136,7 @@ package struct OutboundRouter {
     /// Hands the sender's queue to its connections: each record to the connection with the most
     /// free window (ties broken round-robin), never past `window`, never to a draining one. Returns
     /// (connection id, record) in the order handed out.
-    package mutating func dispatch(sender: String, window: Int, now: Int64) -> [(connection: String, record: OutboundRecord)] {
+    mutating func dispatch(sender: String, window: Int, now: Int64) -> [(connection: String, record: OutboundRecord)] {
         guard pending[sender]?.isEmpty == false else { return [] }
         // Each connection's entry is read once per round, through its index: reading
         // `connections[id]?.…` copied the whole entry (its in-flight map) for
@@ -172,7 +176,7 @@ package struct OutboundRouter {
 
     /// An app server's ACK on `connectionID`: the item it means leaves that connection's window
     /// (only the connection that received it can ACK it). Nil for an unknown or duplicate ACK.
-    package mutating func acknowledge(connectionID: String, messageID: String, to: String?) -> (key: OutboundKey, sent: SentOutbound, sender: String)? {
+    mutating func acknowledge(connectionID: String, messageID: String, to: String?) -> (key: OutboundKey, sent: SentOutbound, sender: String)? {
         // Changed in place: a copy of the entry shared its in-flight map, which the removal then
         // copied whole (up to the window's 100 items per ACK).
         guard let at = connections.index(forKey: connectionID),
@@ -185,7 +189,7 @@ package struct OutboundRouter {
 
     /// The item went out before its write was taken: returns the id under which the host keeps the
     /// write's ticket and the device's answer.
-    package mutating func goLive(_ key: OutboundKey) -> UpstreamWriteID {
+    mutating func goLive(_ key: OutboundKey) -> UpstreamWriteID {
         lastWriteID &+= 1
         let id = UpstreamWriteID(value: lastWriteID)
         liveUpstream[key] = id
@@ -194,20 +198,20 @@ package struct OutboundRouter {
 
     /// The live write committed (or failed): the entry of that write, if still there, goes (not a
     /// later write's of the same item).
-    package mutating func endLive(_ key: OutboundKey, write: UpstreamWriteID) {
+    mutating func endLive(_ key: OutboundKey, write: UpstreamWriteID) {
         if liveUpstream[key] == write { liveUpstream[key] = nil }
     }
 
     /// The item's live write, if it has one not yet committed; the item has none from here on.
-    package mutating func takeLive(_ key: OutboundKey) -> UpstreamWriteID? { liveUpstream.removeValue(forKey: key) }
+    mutating func takeLive(_ key: OutboundKey) -> UpstreamWriteID? { liveUpstream.removeValue(forKey: key) }
 
-    package mutating func markReleasing(_ records: [OutboundRecord]) { for r in records { releasing[r.key] = r } }
+    mutating func markReleasing(_ records: [OutboundRecord]) { for r in records { releasing[r.key] = r } }
 
-    package mutating func releaseCommitted(_ records: [OutboundRecord]) { for r in records { releasing[r.key] = nil } }
+    mutating func releaseCommitted(_ records: [OutboundRecord]) { for r in records { releasing[r.key] = nil } }
 
-    package mutating func markRemoving(_ key: OutboundKey) { removing.insert(key) }
+    mutating func markRemoving(_ key: OutboundKey) { removing.insert(key) }
 
-    package mutating func removalCommitted(_ key: OutboundKey) { removing.remove(key) }
+    mutating func removalCommitted(_ key: OutboundKey) { removing.remove(key) }
 
     // MARK: queue order and expiry
 
@@ -218,7 +222,7 @@ package struct OutboundRouter {
     }
 
     /// Puts records back at the front of the sender's queue, oldest first.
-    package mutating func requeue(_ records: [OutboundRecord], sender: String) {
+    mutating func requeue(_ records: [OutboundRecord], sender: String) {
         guard !records.isEmpty else { return }
         let sorted = records.sorted { $0.createdAt < $1.createdAt }
         // Taken out of the map first, so that the queue is changed in place rather than copied.
@@ -255,7 +259,7 @@ package struct OutboundRouter {
 
     /// Takes the pending records that expired by `now` out of their queues, oldest first per sender.
     /// Reads only the queues whose bound has passed, and copies only those that lost a record.
-    package mutating func expiredPending(now: Int64) -> [OutboundRecord] {
+    mutating func expiredPending(now: Int64) -> [OutboundRecord] {
         var expired: [OutboundRecord] = []
         for sender in Array(pending.keys) {
             if let bound = pendingExpiresNotBefore[sender], bound > now { continue }
@@ -284,7 +288,7 @@ package struct OutboundRouter {
     /// place, and changed only when one of its items is due. `timedOut` is per connection, in
     /// the order the connections were read; `senders` are those of the connections that lost
     /// an item (a window opened: what waits may go).
-    package mutating func takeDueInFlight(now: Int64, ackTimeout: Int64)
+    mutating func takeDueInFlight(now: Int64, ackTimeout: Int64)
         -> (expired: [OutboundRecord], timedOut: [(sender: String, records: [OutboundRecord])], senders: Set<String>) {
         func expires(_ sent: SentOutbound) -> Bool { sent.record.expiresAt <= now }
         func isDue(_ sent: SentOutbound) -> Bool { expires(sent) || now - sent.sentAt >= ackTimeout }

@@ -58,7 +58,7 @@ package struct ConnectionEntry {
     /// Upstream messages and receipts written to this connection and not yet ACKed.
     package internal(set) var inFlight: [OutboundKey: SentOutbound] = [:]
 
-    package init(senderID: String, draining: Bool = false) {
+    init(senderID: String, draining: Bool = false) {
         self.senderID = senderID
         self.draining = draining
     }
@@ -66,7 +66,7 @@ package struct ConnectionEntry {
     /// The in-flight item an app server's ACK of `messageID` (receipts with or without `dr2:`)
     /// means: the one from the device named by `to` when there is one, else the oldest with that id
     /// (a receipt's ACK carries no device; same-id receipts are then ACKed oldest first).
-    package func acknowledged(messageID: String, to: String?) -> OutboundKey? {
+    func acknowledged(messageID: String, to: String?) -> OutboundKey? {
         if let to, inFlight[OutboundKey(kind: .upstream, token: to, messageID: messageID)] != nil {
             return OutboundKey(kind: .upstream, token: to, messageID: messageID)
         }
