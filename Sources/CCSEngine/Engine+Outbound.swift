@@ -49,7 +49,7 @@ extension Engine {
         if cluster == nil, upstreamLive(record, completion: completion) { return }
         committer.submit(.addOutbound(record)) { [self] error in
             if error != nil {
-                state.withLock { $0.outbound.releaseUpstreamID(of: record) }
+                handleOutbound(.writeFailed(record))
                 completion(.sendError(messageID: messageID, error: .internalServerError))
                 return
             }
@@ -129,7 +129,7 @@ extension Engine {
         for effect in effects {
             switch effect {
             case .handOut(let sender, let handed):
-                after += sends(handedOut: handed, sender: sender, s).map(OutboundAction.send)
+                after.append(.send(sends(handedOut: handed, sender: sender, s)))
             case .receiptAcked(let r, let connection):
                 if let about = r.aboutMessageID {
                     report(.receipt(.acked, aboutMessageID: about, sender: r.senderID, token: r.token, connection: connection))
@@ -137,7 +137,10 @@ extension Engine {
             case .write(let ops, let removing):
                 submitOutbound(ops, removing: removing)
             case .writeLive(let record, let write):
-                if let live = s.upstreamWrites[write] { after.append(.writeLive(record, write, live)) }
+                // `upstreamLive` put the ticket and the answer there before it applied the effects;
+                // no other caller feeds `.upstreamAccepted`.
+                guard let live = s.upstreamWrites[write] else { preconditionFailure("a live upstream write without its ticket") }
+                after.append(.writeLive(record, write, live))
             case .callOffLiveWrite(let write, let answer, let otherwise):
                 // `cancel` takes the committer's lock: only the host calls it.
                 if let live = s.upstreamWrites[write], live.ticket.cancel() {
@@ -169,7 +172,7 @@ extension Engine {
     func performOutbound(_ actions: [OutboundAction], now: Int64) {
         for action in actions {
             switch action {
-            case .send(let send): perform([send])
+            case .send(let sends): perform(sends)
             case .writeLive(let record, let write, let live): submitLiveWrite(record, write, live)
             case .answer(let settle, let outcome): settle(outcome)
             case .release(let records): release(records)

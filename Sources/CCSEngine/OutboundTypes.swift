@@ -19,7 +19,7 @@ extension Engine {
 
     /// What the host does after the lock for the router's effects (`Engine.apply`), in their order.
     enum OutboundAction {
-        case send(Send)
+        case send([Send])
         case writeLive(OutboundRecord, UpstreamWriteID, LiveUpstream)
         case answer(@Sendable (UpstreamOutcome) -> Void, UpstreamOutcome)
         case release([OutboundRecord])

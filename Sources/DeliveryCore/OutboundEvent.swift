@@ -18,6 +18,9 @@ package enum OutboundEvent {
     case upstreamAccepted(OutboundRecord)
     /// The write of a live upstream committed, or failed.
     case liveWriteFinished(OutboundRecord, write: UpstreamWriteID, failed: Bool)
+    /// The write of an upstream message that did not go live failed: it is not kept, and its id may
+    /// be used again (the host answers the device).
+    case writeFailed(OutboundRecord)
     /// An outbound record in the store (committed here, or claimed from other nodes): it waits in
     /// its sender's queue or goes out.
     case committed(OutboundRecord)

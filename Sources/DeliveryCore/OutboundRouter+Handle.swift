@@ -30,6 +30,9 @@ extension OutboundRouter {
             if failed { releaseUpstreamID(of: record) }
             return [.answer(write, failed ? .sendError(messageID: record.messageID, error: .internalServerError)
                                           : .sent(messageID: record.messageID))]
+        case .writeFailed(let record):
+            releaseUpstreamID(of: record)
+            return []
         case .committed(let record):
             return committed(record, now, rules)
         case .removalCommitted(let key):

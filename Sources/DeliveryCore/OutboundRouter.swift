@@ -124,7 +124,7 @@ package struct OutboundRouter {
     }
 
     /// An upstream message is done (ACKed, given up, or never stored): its id may be used again.
-    package mutating func releaseUpstreamID(of r: OutboundRecord) {
+    mutating func releaseUpstreamID(of r: OutboundRecord) {
         guard r.kind == .upstream else { return }
         guard let at = upstreamIDs.index(forKey: UpstreamHolder(sender: r.senderID, token: r.token)) else { return }
         upstreamIDs.values[at].remove(r.messageID)

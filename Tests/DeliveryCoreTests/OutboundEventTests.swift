@@ -141,6 +141,14 @@ import Testing
         #expect(router.takeLive(m1.key) == nil, "the write's entry is gone")
     }
 
+    @Test func anUpstreamWriteThatFailsFreesItsIDAndNothingElse() {
+        var router = Self.router(["a"])
+        let holder = UpstreamHolder(sender: "111", token: "t")
+        #expect(router.claimUpstreamID("m1", for: holder, limit: 10) == .claimed)
+        #expect(router.handle(.writeFailed(Self.upstream("m1")), at: 0, Self.rules).isEmpty)
+        #expect(router.claimUpstreamID("m1", for: holder, limit: 10) == .claimed, "the id may be used again")
+    }
+
     @Test func anUpstreamMessageIsNotLiveBehindAQueueWithoutRoomOrInACluster() {
         var router = Self.router(["a"])
         _ = router.handle(.committed(Self.upstream("m1")), at: 0, Self.rules)
