@@ -62,13 +62,18 @@ extension Engine {
     /// connections as allowed (the caller closes it).
     @discardableResult
     public func connectionOpened(_ info: AppServerConnectionInfo, link: any AppServerLink) -> Bool {
-        let result = state.withLock { s -> [Send]? in
-            guard s.outbound.addConnection(info, link: link, limit: configuration.maxConnectionsPerSender) else { return nil }
-            return dispatchOutbound(sender: info.senderID, &s)
+        let now = clock.nowMillis()
+        let actions = state.withLock { s -> [OutboundAction]? in
+            // The link may drain already: the router starts with its flag (`connectionDraining` keeps
+            // them in step from then on).
+            let event = OutboundEvent.connectionOpened(id: info.id, sender: info.senderID, draining: link.isDraining)
+            let effects = s.outbound.handle(event, at: now, outboundRules)
+            if case .refused? = effects.first { return nil }
+            s.appServers[info.id] = AppServerHost(info: info, link: link)
+            return apply(effects, &s)
         }
-        guard let sends = result else { return false }
-        perform(sends)
-        cluster?.claimOutbound(senderID: info.senderID)
+        guard let actions else { return false }
+        performOutbound(actions, now: now)
         return true
     }
 
@@ -78,7 +83,7 @@ extension Engine {
 
     /// Ends every connection, app servers' and devices' (shutdown, after draining).
     public func closeAllConnections() {
-        let links: [any AppServerLink] = state.withLock { $0.outbound.connections.values.map(\.link) }
+        let links: [any AppServerLink] = state.withLock { $0.appServers.values.map(\.link) }
         let devices: [any DeviceLink] = state.withLock { s in s.sessions.online.values.compactMap { s.deviceLinks[$0.connection] } }
         for l in links { l.close() }
         for d in devices { d.close() }
@@ -86,28 +91,20 @@ extension Engine {
 
     /// The connection is gone: whatever it had not ACKed goes to the sender's other connections.
     public func connectionClosed(id: String) {
-        var released: [OutboundRecord] = []
-        let sends = state.withLock { s -> [Send] in
-            guard let sender = s.outbound.removeConnection(id) else { return [] }
-            released = releasableOutbound(sender: sender, &s)
-            return dispatchOutbound(sender: sender, &s)
+        let now = clock.nowMillis()
+        let actions = state.withLock { s in
+            s.appServers[id] = nil
+            return apply(s.outbound.handle(.connectionClosed(id: id), at: now, outboundRules), &s)
         }
-        if !released.isEmpty { release(released) }
-        perform(sends)
+        performOutbound(actions, now: now)
     }
 
     /// Draining: the connection takes no new outbound traffic; what it holds unACKed stays there
-    /// until it ACKs or closes.
+    /// until it ACKs or closes. The link calls this as it starts draining (the only way one does:
+    /// `drain(connectionID:)` and `drainAll()` ask the link, which sets its flag and calls here), so
+    /// the router's `draining` says what the link's `isDraining` says.
     public func connectionDraining(id: String) {
-        var released: [OutboundRecord] = []
-        let sends = state.withLock { s -> [Send] in
-            guard let sender = s.outbound.connections[id]?.info.senderID else { return [] }
-            let sends = dispatchOutbound(sender: sender, &s)
-            released = releasableOutbound(sender: sender, &s)
-            return sends
-        }
-        if !released.isEmpty { release(released) }
-        perform(sends)
+        handleOutbound(.connectionDraining(id: id))
     }
 
     public struct ConnectionSnapshot: Sendable {
@@ -118,22 +115,24 @@ extension Engine {
     }
 
     public func connections() -> [ConnectionSnapshot] {
-        let entries = state.withLock { Array($0.outbound.connections.values) }
-        return entries.map {
-            ConnectionSnapshot(info: $0.info, pending: $0.link.pendingCount, draining: $0.link.isDraining,
-                               unackedOutbound: $0.inFlight.count)
+        let entries = state.withLock { s in
+            s.outbound.connections.compactMap { id, entry in s.appServers[id].map { ($0, entry.inFlight.count) } }
+        }
+        return entries.map { host, unacked in
+            ConnectionSnapshot(info: host.info, pending: host.link.pendingCount, draining: host.link.isDraining,
+                               unackedOutbound: unacked)
         }.sorted { $0.info.connectedAtMillis < $1.info.connectedAtMillis }
     }
 
     /// Starts draining one connection; false if there is no such connection.
     @discardableResult
     public func drain(connectionID: String) -> Bool {
-        guard let link = state.withLock({ $0.outbound.connections[connectionID]?.link }) else { return false }
+        guard let link = state.withLock({ $0.appServers[connectionID]?.link }) else { return false }
         link.drain()
         return true
     }
 
     public func drainAll() {
-        for link in state.withLock({ $0.outbound.connections.values.map(\.link) }) { link.drain() }
+        for link in state.withLock({ $0.appServers.values.map(\.link) }) { link.drain() }
     }
 }

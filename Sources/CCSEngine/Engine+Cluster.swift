@@ -73,13 +73,11 @@ extension Engine: ClusterEvents {
         }
     }
 
-    /// Gives items up to the other nodes; the admin view lists them here until the release commits.
+    /// Gives items up to the other nodes (`OutboundEffect.release`); the router lists them as
+    /// releasing, for the admin view, until the release commits.
     func release(_ records: [OutboundRecord]) {
         guard let cluster, !records.isEmpty else { return }
-        state.withLock { $0.outbound.markReleasing(records) }
-        cluster.releaseOutbound(records) { [self] in
-            state.withLock { $0.outbound.releaseCommitted(records) }
-        }
+        cluster.releaseOutbound(records) { [self] in handleOutbound(.releaseCommitted(records)) }
     }
 
     public func clusterClaimed(_ records: [OutboundRecord]) {
@@ -87,7 +85,7 @@ extension Engine: ClusterEvents {
     }
 
     public func clusterConnectedSenders() -> [String] {
-        state.withLock { s in s.outbound.connectionsBySender.keys.filter { Self.hasOpenConnection(sender: $0, s) } }
+        state.withLock { s in s.outbound.connectionsBySender.keys.filter { s.outbound.hasOpenConnection(sender: $0) } }
     }
 
     public func clusterClockMillis() -> Int64 { clock.nowMillis() }

@@ -68,6 +68,12 @@ extension Engine {
         var deviceLinks = DeviceLinks()
         var earlyWrites: [WriteID: EarlyWrite] = [:]
         var lastWriteID: UInt64 = 0
+        // app-server host tables
+        /// The links of the router's connections (`outbound.connections`), by connection id: opened
+        /// and closed with them (Engine+AppServers.swift).
+        var appServers: [String: AppServerHost] = [:]
+        /// The tickets and answers of the router's live upstream writes, by the id it gave each.
+        var upstreamWrites: [UpstreamWriteID: LiveUpstream] = [:]
 
         init(core: DeliveryCore) { self.core = core }
 

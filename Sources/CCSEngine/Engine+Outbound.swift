@@ -1,7 +1,6 @@
 import DeliveryCore
 import PushDomain
 import StoreModel
-import DequeModule
 
 /// Upstream messages (device → app server) and delivery receipts: stored until an app server ACKs
 /// them, spread over the sender's connections by free window, redelivered when a connection closes
@@ -50,7 +49,7 @@ extension Engine {
         if cluster == nil, upstreamLive(record, completion: completion) { return }
         committer.submit(.addOutbound(record)) { [self] error in
             if error != nil {
-                state.withLock { $0.outbound.releaseUpstreamID(of: record) }
+                handleOutbound(.writeFailed(record))
                 completion(.sendError(messageID: messageID, error: .internalServerError))
                 return
             }
@@ -66,34 +65,34 @@ extension Engine {
     /// then; otherwise the device hears `sent` from the commit, as for every upstream message. Either
     /// way `sent` means "delivered or durable". False when it cannot go out now (nothing was done).
     private func upstreamLive(_ record: OutboundRecord, completion: @escaping @Sendable (UpstreamOutcome) -> Void) -> Bool {
-        let key = record.key
+        let now = clock.nowMillis()
         let ticket = WriteTicket()
-        let sends = state.withLock { s -> [Send]? in
-            guard s.outbound.isQueueEmpty(sender: record.senderID) else { return nil }
-            s.outbound.append(record)
-            let sends = dispatchOutbound(sender: record.senderID, &s)
-            // No open connection had room: it was the only item, so nothing went out.
-            guard s.outbound.isQueueEmpty(sender: record.senderID) else {
-                _ = s.outbound.takeQueue(sender: record.senderID)
-                return nil
-            }
-            s.outbound.goLive(key, LiveUpstream(ticket: ticket, settle: completion))
-            return sends
+        let actions = state.withLock { s -> [OutboundAction]? in
+            let effects = s.outbound.handle(.upstreamAccepted(record), at: now, outboundRules)
+            guard case .writeLive(_, let write)? = effects.first else { return nil }
+            // The router names the write; its ticket and the device's answer stay here.
+            s.upstreamWrites[write] = LiveUpstream(ticket: ticket, settle: completion)
+            return apply(effects, &s)
         }
-        guard let sends else { return false }
-        // Submitted before the app server can see the message (so before its ACK, and before the
-        // removal that an ACK after the write submits). Its completion takes the lock; the committer
-        // never runs a completion inside `submit`, even once stopped.
-        committer.submit([.addOutbound(record)], ticket: ticket) { [self] error in
-            state.withLock { s in
-                s.outbound.endLive(key, ticket: ticket)
-                if error != nil { s.outbound.releaseUpstreamID(of: record) }
-            }
-            completion(error == nil ? .sent(messageID: record.messageID)
-                                    : .sendError(messageID: record.messageID, error: .internalServerError))
-        }
-        perform(sends)
+        guard let actions else { return false }
+        performOutbound(actions, now: now)
         return true
+    }
+
+    /// Submits a live upstream's write with its ticket. Called before its hand-out is written, so
+    /// before the app server can see the message (and ACK it, and ask for its removal). Its
+    /// completion takes the lock; the committer never runs a completion inside `submit`, even once
+    /// stopped. The device's answer goes through this write's own `settle`, not the table's entry
+    /// (an undo that restores an older state may have lost that).
+    private func submitLiveWrite(_ record: OutboundRecord, _ write: UpstreamWriteID, _ live: LiveUpstream) {
+        committer.submit([.addOutbound(record)], ticket: live.ticket) { [self] error in
+            let effects = state.withLock { s in
+                s.upstreamWrites[write] = nil
+                return s.outbound.handle(.liveWriteFinished(record, write: write, failed: error != nil),
+                                         at: clock.nowMillis(), outboundRules)
+            }
+            for case .answer(_, let outcome) in effects { live.settle(outcome) }
+        }
     }
 
     private enum UpstreamCheck {
@@ -103,56 +102,91 @@ extension Engine {
 
     /// A committed outbound message joins its sender's queue and goes out if a window is free.
     func enqueueOutbound(_ record: OutboundRecord) {
-        var dropped: [OutboundRecord] = []
-        var released = false
-        var expired = false
-        let sends = state.withLock { s -> [Send] in
-            if cluster != nil && !Self.hasOpenConnection(sender: record.senderID, s) {
-                s.outbound.releaseUpstreamID(of: record)
-                if record.expiresAt <= clock.nowMillis() {
-                    // Taken for its expiry (the cluster's sweep): given up here, as the tick would.
-                    expired = true
-                } else {
-                    // Another node may have a connection of the sender: it takes the item from the store.
-                    released = true
+        handleOutbound(.committed(record))
+    }
+
+    /// The router's limits, from the configuration.
+    var outboundRules: OutboundRules {
+        OutboundRules(window: configuration.maxUnackedOutbound, ackTimeoutMillis: configuration.ackTimeoutMillis,
+                      maxConnectionsPerSender: configuration.maxConnectionsPerSender,
+                      maxPendingPerSender: configuration.maxPendingOutboundPerSender, clustered: cluster != nil)
+    }
+
+    /// Runs one event through the router under the lock and carries out its effects.
+    func handleOutbound(_ event: OutboundEvent) {
+        let now = clock.nowMillis()
+        let actions = state.withLock { s in apply(s.outbound.handle(event, at: now, outboundRules), &s) }
+        performOutbound(actions, now: now)
+    }
+
+    /// Does, under the lock, the part of the router's effects that belongs there, in the order the
+    /// router returned them: the domain events, the host's tables, and the store writes. Writes are
+    /// submitted HERE, under the lock, because their order is the store's: a removal must reach the
+    /// committer after the add it undoes, and the next event's writes after this one's. Returns the
+    /// rest, for after the lock, in the same order.
+    func apply(_ effects: [OutboundEffect], _ s: inout State) -> [OutboundAction] {
+        var after: [OutboundAction] = []
+        for effect in effects {
+            switch effect {
+            case .handOut(let sender, let handed):
+                after.append(.send(sends(handedOut: handed, sender: sender, s)))
+            case .receiptAcked(let r, let connection):
+                if let about = r.aboutMessageID {
+                    report(.receipt(.acked, aboutMessageID: about, sender: r.senderID, token: r.token, connection: connection))
                 }
-                return []
+            case .write(let ops, let removing):
+                submitOutbound(ops, removing: removing)
+            case .writeLive(let record, let write):
+                // `upstreamLive` put the ticket and the answer there before it applied the effects;
+                // no other caller feeds `.upstreamAccepted`.
+                guard let live = s.upstreamWrites[write] else { preconditionFailure("a live upstream write without its ticket") }
+                after.append(.writeLive(record, write, live))
+            case .callOffLiveWrite(let write, let answer, let otherwise):
+                // `cancel` takes the committer's lock: only the host calls it.
+                if let live = s.upstreamWrites[write], live.ticket.cancel() {
+                    s.upstreamWrites[write] = nil
+                    after.append(.answer(live.settle, answer))
+                } else {
+                    submitOutbound(otherwise, removing: nil)
+                }
+            case .callOff(let write):
+                if let live = s.upstreamWrites[write], live.ticket.cancel() { s.upstreamWrites[write] = nil }
+            case .answer(let write, let outcome):
+                if let live = s.upstreamWrites.removeValue(forKey: write) { after.append(.answer(live.settle, outcome)) }
+            case .release(let records): after.append(.release(records))
+            case .claim(let sender): after.append(.claim(sender))
+            case .queueFull(let sender, let count): after.append(.queueFull(sender: sender, count: count))
+            case .drop(let record, let error): after.append(.drop(record, error))
+            case .refused: break  // the caller saw it: it closes the connection
             }
-            s.outbound.append(record)
-            let sends = dispatchOutbound(sender: record.senderID, &s)
-            dropped = s.outbound.trim(sender: record.senderID, to: configuration.maxPendingOutboundPerSender)
-            for r in dropped { s.outbound.releaseUpstreamID(of: r) }
-            return sends
         }
-        if released { release([record]) }
-        if expired { outboundDropped(record, now: clock.nowMillis(), error: .ttlExceeded) }
-        perform(sends)
-        if !dropped.isEmpty {
-            let now = clock.nowMillis()
-            logger.warning("outbound queue full: dropped the oldest", metadata: ["sender": "\(record.senderID)", "count": "\(dropped.count)"])
-            for r in dropped { outboundDropped(r, now: now, error: .tooManyMessages) }
+        return after
+    }
+
+    private func submitOutbound(_ ops: [StoreOp], removing: OutboundKey?) {
+        guard let removing else { return committer.submit(ops) }
+        committer.submit(ops) { [self] _ in handleOutbound(.removalCommitted(removing)) }
+    }
+
+    /// The rest of the router's effects, after the lock, in order.
+    func performOutbound(_ actions: [OutboundAction], now: Int64) {
+        for action in actions {
+            switch action {
+            case .send(let sends): perform(sends)
+            case .writeLive(let record, let write, let live): submitLiveWrite(record, write, live)
+            case .answer(let settle, let outcome): settle(outcome)
+            case .release(let records): release(records)
+            case .claim(let sender): cluster?.claimOutbound(senderID: sender)
+            case .queueFull(let sender, let count):
+                logger.warning("outbound queue full: dropped the oldest", metadata: ["sender": "\(sender)", "count": "\(count)"])
+            case .drop(let record, let error): outboundDropped(record, now: now, error: error)
+            }
         }
     }
 
-    /// Whether the sender has a connection here that takes outbound traffic (one not draining).
-    static func hasOpenConnection(sender: String, _ s: State) -> Bool {
-        s.outbound.hasOpenConnection(sender: sender)
-    }
-
-    /// In a cluster: when the sender has no open connection here any more, what waits here for it is
-    /// given up to the other nodes (taken out of this node's state; the caller releases the records).
-    func releasableOutbound(sender: String, _ s: inout State) -> [OutboundRecord] {
-        guard cluster != nil, !Self.hasOpenConnection(sender: sender, s),
-              let queue = s.outbound.takeQueue(sender: sender) else { return [] }
-        for r in queue { s.outbound.releaseUpstreamID(of: r) }
-        return Array(queue)
-    }
-
-    /// Hands queued outbound messages to the sender's connections (`OutboundRouter.dispatch`), and
-    /// counts and journals each.
-    func dispatchOutbound(sender: String, _ s: inout State) -> [Send] {
-        let handed = s.outbound.dispatch(sender: sender, window: configuration.maxUnackedOutbound, now: clock.nowMillis())
-        guard !handed.isEmpty else { return [] }
+    /// What the router handed out, as writes to the connections' links (one per connection), each
+    /// counted and journaled.
+    private func sends(handedOut handed: [(connection: String, record: OutboundRecord)], sender: String, _ s: State) -> [Send] {
         var batches: [String: [OutboundMessage]] = [:]
         for (chosen, next) in handed {
             report(.outboundSent(next.kind))
@@ -162,7 +196,7 @@ extension Engine {
             batches[chosen, default: []].append(OutboundMessage(messageID: next.messageID, json: next.json))
         }
         return batches.compactMap { id, messages in
-            s.outbound.connections[id].map { .appServer($0.link, messages) }
+            s.appServers[id].map { .appServer($0.link, messages) }
         }
     }
 
@@ -171,33 +205,7 @@ extension Engine {
     /// (the device, for upstream) picks among same-id items of different devices.
     /// Unknown and duplicate ACKs are ignored.
     public func appServerAcknowledged(connectionID: String, messageID: String, to: String? = nil) {
-        var settled: (settle: @Sendable (UpstreamOutcome) -> Void, messageID: String)?
-        let sends = state.withLock { s -> [Send] in
-            guard let (key, sent, senderID) = s.outbound.acknowledge(connectionID: connectionID, messageID: messageID, to: to)
-            else { return [] }
-            s.outbound.releaseUpstreamID(of: sent.record)
-            if let about = sent.record.aboutMessageID {
-                report(.receipt(.acked, aboutMessageID: about, sender: sent.record.senderID, token: sent.record.token,
-                                connection: connectionID))
-            }
-            if let live = s.outbound.takeLive(key), live.ticket.cancel() {
-                // Its write was called off: there is nothing to remove, and the device's `sent` is due now.
-                settled = (live.settle, sent.record.messageID)
-                return dispatchOutbound(sender: senderID, &s)
-            }
-            let op = StoreOp.removeOutbound(senderID: sent.record.senderID, kind: sent.record.kind,
-                                            token: sent.record.token, messageID: sent.record.messageID)
-            if cluster != nil {
-                // Until the removal commits, the store still holds it: the admin view must not list it.
-                s.outbound.markRemoving(key)
-                committer.submit(op) { [self] _ in state.withLock { $0.outbound.removalCommitted(key) } }
-            } else {
-                committer.submit(op)
-            }
-            return dispatchOutbound(sender: senderID, &s)
-        }
-        if let settled { settled.settle(.sent(messageID: settled.messageID)) }
-        perform(sends)
+        handleOutbound(.acknowledged(connection: connectionID, messageID: messageID, to: to))
     }
 
     public struct OutboundSnapshot: Sendable {
@@ -257,28 +265,16 @@ extension Engine {
     public func tick() {
         let now = clock.nowMillis()
         committer.submit(.removeExpired(now: now))
-        var expired: [OutboundRecord] = []
-        let sends = state.withLock { s -> [Send] in
-            expired = s.outbound.expiredPending(now: now)
-            let due = s.outbound.takeDueInFlight(now: now, ackTimeout: configuration.ackTimeoutMillis)
-            expired += due.expired
-            for (sender, records) in due.timedOut { s.outbound.requeue(records, sender: sender) }
-            for r in expired { s.outbound.releaseUpstreamID(of: r) }
-            return due.senders.flatMap { dispatchOutbound(sender: $0, &s) }
-        }
-        perform(sends)
-        for r in expired { outboundDropped(r, now: now, error: .ttlExceeded) }
+        let actions = state.withLock { s in apply(s.outbound.handle(.tick, at: now, outboundRules), &s) }
+        performOutbound(actions, now: now)
         if configuration.collapsibleThrottle != nil { releaseThrottled(now: now) }
     }
 
     /// An outbound message is given up (its time ran out before any app server ACKed it, or the
     /// sender's queue overflowed): it is dropped, and the device that sent it (upstream) gets
-    /// `send_error` with `error` through its queue. The caller has taken it out of the engine's state
-    /// (its id released) under the lock already.
+    /// `send_error` with `error` through its queue. The router has taken it out of its state (its id
+    /// released, its live write called off: `OutboundEffect.callOff`) under the lock already.
     func outboundDropped(_ r: OutboundRecord, now: Int64, error: UpstreamError) {
-        // Given up before its live write was taken: it is never written, and the device hears only
-        // `send_error`. (Taken already: its commit answers `sent` first, as on the path without one.)
-        if let live = state.withLock({ $0.outbound.takeLive(r.key) }) { _ = live.ticket.cancel() }
         var ops: [StoreOp] = [.removeOutbound(senderID: r.senderID, kind: r.kind, token: r.token, messageID: r.messageID)]
         var notice: QueuedMessage?
         if r.kind == .upstream {
@@ -296,8 +292,4 @@ extension Engine {
             if error == nil, let notice { handOver([notice], to: r.token) }
         }
     }
-}
-
-extension OutboundRecord {
-    var key: Engine.OutboundKey { Engine.OutboundKey(kind: kind, token: token, messageID: messageID) }
 }

@@ -1,4 +1,4 @@
-@testable import CCSEngine
+@testable import DeliveryCore
 import PushDomain
 import StoreModel
 import Testing
@@ -11,22 +11,18 @@ import Testing
                        expiresAt: expiresAt)
     }
 
-    static func router(connections: [String], limit: Int = 10) -> (Engine.OutboundRouter, [String: FakeAppServer]) {
-        var router = Engine.OutboundRouter()
-        var links: [String: FakeAppServer] = [:]
+    static func router(connections: [String], limit: Int = 10) -> OutboundRouter {
+        var router = OutboundRouter()
         for id in connections {
-            let link = FakeAppServer()
-            links[id] = link
-            let added = router.addConnection(AppServerConnectionInfo(id: id, senderID: "111", remoteAddress: "", connectedAtMillis: 0),
-                                             link: link, limit: limit)
+            let added = router.addConnection(id: id, sender: "111", limit: limit)
             #expect(added)
         }
-        return (router, links)
+        return router
     }
 
     @Test func eachRecordGoesToTheFreestWindowAndNoneToADrainingConnection() {
-        var (router, links) = Self.router(connections: ["a", "b", "c"])
-        links["c"]!.drain()
+        var router = Self.router(connections: ["a", "b", "c"])
+        #expect(router.markDraining("c") == "111")
         for i in 1...5 { router.append(Self.record("m\(i)")) }
         let handed = router.dispatch(sender: "111", window: 2, now: 0)
         #expect(handed.count == 4)
@@ -36,7 +32,7 @@ import Testing
     }
 
     @Test func onlyTheConnectionThatReceivedAnItemCanACKIt() {
-        var (router, _) = Self.router(connections: ["a", "b"])
+        var router = Self.router(connections: ["a", "b"])
         router.append(Self.record("m1"))
         let on = router.dispatch(sender: "111", window: 5, now: 0)[0].connection
         let other = on == "a" ? "b" : "a"
@@ -46,7 +42,7 @@ import Testing
     }
 
     @Test func aClosedConnectionsItemsGoBackToTheFrontOfTheQueue() {
-        var (router, _) = Self.router(connections: ["a"])
+        var router = Self.router(connections: ["a"])
         router.append(Self.record("m1"))
         _ = router.dispatch(sender: "111", window: 1, now: 0)
         router.append(Self.record("m2"))
@@ -56,15 +52,14 @@ import Testing
     }
 
     @Test func aSenderHasAtMostItsLimitOfConnections() {
-        var (router, _) = Self.router(connections: ["a"], limit: 1)
-        let added = router.addConnection(AppServerConnectionInfo(id: "b", senderID: "111", remoteAddress: "", connectedAtMillis: 0),
-                                         link: FakeAppServer(), limit: 1)
+        var router = Self.router(connections: ["a"], limit: 1)
+        let added = router.addConnection(id: "b", sender: "111", limit: 1)
         #expect(!added && router.connections["b"] == nil)
     }
 
     @Test func anUpstreamIDIsTakenUntilReleasedAndADeviceHoldsAtMostTheLimit() {
-        var router = Engine.OutboundRouter()
-        let holder = Engine.UpstreamHolder(sender: "111", token: "t")
+        var router = OutboundRouter()
+        let holder = UpstreamHolder(sender: "111", token: "t")
         let first = router.claimUpstreamID("u1", for: holder, limit: 2)
         let again = router.claimUpstreamID("u1", for: holder, limit: 2)
         let second = router.claimUpstreamID("u2", for: holder, limit: 2)
@@ -76,19 +71,19 @@ import Testing
     }
 
     @Test func forgettingASenderLeavesOthersAlone() {
-        var (router, _) = Self.router(connections: ["a"])
+        var router = Self.router(connections: ["a"])
         router.append(Self.record("m1"))
         router.append(Self.record("n1", sender: "222"))
         _ = router.dispatch(sender: "111", window: 5, now: 0)
-        _ = router.claimUpstreamID("m1", for: Engine.UpstreamHolder(sender: "111", token: "t"), limit: 5)
-        _ = router.claimUpstreamID("n1", for: Engine.UpstreamHolder(sender: "222", token: "t"), limit: 5)
+        _ = router.claimUpstreamID("m1", for: UpstreamHolder(sender: "111", token: "t"), limit: 5)
+        _ = router.claimUpstreamID("n1", for: UpstreamHolder(sender: "222", token: "t"), limit: 5)
         router.forget(sender: "111")
         #expect(router.connections["a"]!.inFlight.isEmpty)
         #expect(router.upstreamIDs.keys.map(\.sender) == ["222"] && router.pending["222"]?.count == 1)
     }
 
     @Test func trimDropsTheOldestPastTheLimit() {
-        var router = Engine.OutboundRouter()
+        var router = OutboundRouter()
         for i in 1...4 { router.append(Self.record("m\(i)")) }
         #expect(router.trim(sender: "111", to: 2).map(\.messageID) == ["m1", "m2"])
         #expect(router.pending["111"]?.map(\.messageID) == ["m3", "m4"])
