@@ -85,7 +85,7 @@ extension Engine {
         let queued: QueuedMessage
         switch origin {
         case .fcm:
-            queued = Self.queuedMessage(message, token: to, app: found.app, senderID: senderID,
+            queued = DeliveryCore.queuedMessage(message, token: to, app: found.app, senderID: senderID,
                                         deviceMessageID: found.deviceMessageID, now: now)
         case .apns(let deviceToken):
             queued = Self.apnsQueuedMessage(message, token: to, bundleID: senderID, deviceToken: deviceToken,

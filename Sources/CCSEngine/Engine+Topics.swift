@@ -155,21 +155,21 @@ extension Engine {
 
     // MARK: sends
 
-    /// A message to a topic's subscribers, or to the devices a condition selects, as of now.
+    /// A message to a topic's subscribers, or to the devices a condition selects, as of now. The core
+    /// plans it in one critical section (rate, id, audience, the write), whose write is submitted there.
     func fanOut(_ message: Message, target: Target, senderID: String, completion: @escaping @Sendable ([SendResult]) -> Void) {
-        enum Audience { case topic(String), condition(TopicCondition) }
-        let who: Audience, from: String
+        let audience: DeliveryCore.FanOutAudience, from: String
         switch target {
         case .topic(let name):
             guard TopicName.isValid(name) else {
                 completion([.refused(.invalidTopic(reason: "topic names match [a-zA-Z0-9-_.~%]{1,\(TopicName.maximumLength)}"))])
                 return
             }
-            who = .topic(name)
+            audience = .topic(name)
             from = TopicName.prefix + name
         case .condition(let source):
             do throws(TopicConditionError) {
-                who = .condition(try TopicCondition.parse(source))
+                audience = .condition(try TopicCondition.parse(source))
             } catch {
                 completion([.refused(.invalidTopic(reason: error.reason))])
                 return
@@ -179,96 +179,40 @@ extension Engine {
         default:
             preconditionFailure("fanOut is for topics and conditions")
         }
-        let now = clock.nowMillis()
-        enum Plan { case dryRun(Int64), live([Send], Int64), committing, overRate(topic: String, retryAfterMillis: Int64) }
-        let plan = state.withLock { s -> Plan in
-            if !message.dryRun, s.topicRates != nil {
-                // A sender's messages to a topic are counted per topic; a condition's count against
-                // each topic it names, all or none (a dry run goes nowhere and counts nothing).
-                let topics: [String], named: String
-                switch who {
-                case .topic(let name): (topics, named) = ([name], name)
-                case .condition(let condition): (topics, named) = (condition.topics, condition.source)
+        let now = clock.nowMillis(), nowMicros = clock.nowMicros()
+        let (plan, sends) = state.withLock { s -> (DeliveryCore.FanOutPlan, [Send]) in
+            let plan = s.core.fanOut(message, to: audience, senderID: senderID, from: from, now: now, nowMicros: nowMicros)
+            switch plan {
+            case .live(let effects, _): return (plan, apply(effects, &s))
+            case .write(let fanOut, let queued, let members, let micros):
+                committer.submit(.fanOut(fanOut)) { [self] error in
+                    if let error {
+                        logger.error("fan-out failed", metadata: ["error": "\(error)"])
+                        completion([.refused(.unavailable)])
+                        return
+                    }
+                    report(.fannedOut(queued, topic: from == senderID ? nil : from, devices: members.count))
+                    handOverFannedOut(queued, members: members)
+                    completion([.fannedOut(messageID: micros)])
                 }
-                if let wait = s.topicRates!.admit(topics.map { senderID + "/" + $0 }, now: now) {
-                    return .overRate(topic: named, retryAfterMillis: wait)
-                }
+                return (plan, [])
+            case .overRate, .dryRun: return (plan, [])
             }
-            let micros = nextMicros(&s)
-            if message.dryRun { return .dryRun(micros) }
-            // The audience as of now: the store reads a topic's subscribers in the same order of
-            // writes; a condition's matches are chosen here.
-            let members: Set<String>, audience: FanOut.Audience
-            switch who {
-            case .topic(let name):
-                members = s.topics.subscribers(of: .init(senderID: senderID, name: name))
-                audience = .subscribers(senderID: senderID, topic: name)
-            case .condition(let condition):
-                members = Set(s.topics.matches(condition, senderID: senderID) {
-                    s.registry.devices.values.filter { $0.status == .active && $0.senders.contains(senderID) }.map(\.token)
-                })
-                audience = .tokens(Array(members))
-            }
-            let deviceMessageID = DeviceMessageID.make(micros: micros, senderHash: DeviceMessageID.senderHash(senderID))
-            let queued = Self.queuedMessage(message, token: "", app: "", senderID: senderID, from: from,
-                                            deviceMessageID: deviceMessageID, now: now)
-            if message.timeToLive == 0 {
-                // "Now or never": the members that can take it now get it; nothing is stored.
-                var sends: [Send] = []
-                for token in members where s.sessions.online[token]?.loaded == true {
-                    sends += apply(s.core.take([Self.copy(of: queued, for: token, s)], token: token, now: now), &s)
-                }
-                return .live(sends, micros)
-            }
-            let fanOut = FanOut(audience: audience, message: queued,
-                                limits: QueueLimits(maxCollapseKeys: configuration.maxCollapseKeys,
-                                                    maxNonCollapsible: configuration.maxStoredNonCollapsible,
-                                                    overflowNotice: DeliveryCore.deletedMessagesNotice(token: "", senderID: senderID, now: now)),
-                                collapseKeyIsApp: message.collapseKey == nil && message.isNotification)
-            committer.submit(.fanOut(fanOut)) { [self] error in
-                if let error {
-                    logger.error("fan-out failed", metadata: ["error": "\(error)"])
-                    completion([.refused(.unavailable)])
-                    return
-                }
-                report(.fannedOut(queued, topic: from == senderID ? nil : from, devices: members.count))
-                handOverFannedOut(queued, members: members)
-                completion([.fannedOut(messageID: micros)])
-            }
-            return .committing
         }
         switch plan {
-        case .committing: break // the commit answers
+        case .write: break // the commit answers
         case .overRate(let topic, let wait):
             completion([.refused(.topicsMessageRateExceeded(topic: topic, retryAfterMillis: wait))])
         case .dryRun(let micros): completion([.fannedOut(messageID: micros)])
-        case .live(let sends, let micros):
+        case .live(_, let micros):
             perform(sends)
             completion([.fannedOut(messageID: micros)])
         }
     }
 
-    /// After the commit: the members online with their backlog loaded get it now (those loading read
-    /// it from the store; the rest get it when they connect).
+    /// After the commit: the members connected here get it now.
     private func handOverFannedOut(_ queued: QueuedMessage, members: Set<String>) {
         let now = clock.nowMillis()
-        let sends = state.withLock { s -> [Send] in
-            let ready = s.sessions.online.filter { $0.value.loaded && members.contains($0.key) }.map(\.key)
-            var sends: [Send] = []
-            for token in ready {
-                sends += apply(s.core.take([Self.copy(of: queued, for: token, s)], token: token, now: now), &s)
-            }
-            return sends
-        }
-        perform(sends)
-    }
-
-    /// The audience's shared message as one device holds it: its token, and for a notification
-    /// without a collapse key its app as the key (as the store writes it).
-    private static func copy(of queued: QueuedMessage, for token: String, _ s: State) -> QueuedMessage {
-        var copy = queued
-        copy.token = token
-        if queued.collapseKey == nil, queued.isNotification { copy.collapseKey = s.registry.devices[token]?.app }
-        return copy
+        perform(state.withLock { s in apply(s.core.fannedOut(queued, members: members, now: now), &s) })
     }
 }

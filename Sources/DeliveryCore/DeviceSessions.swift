@@ -206,7 +206,7 @@ package struct OnlineDevice {
     }
 
     /// The messages `deviceState` admits become in-flight, as many as the window has room for, in
-    /// order (`Engine.take`); returns them. `admit` is the throttle's word on a message that fits.
+    /// order (`DeliveryCore.take`); returns them. `admit` is the throttle's word on a message that fits.
     package mutating func take(_ messages: [QueuedMessage], fromBacklog: Bool, deviceState: DeviceState, written: Bool, window: Int,
                        removals: inout [StoreOp], admit: (QueuedMessage) -> Bool,
                        entry: (QueuedMessage, Bool) -> InFlightDownstream) -> [DeviceDelivery] {

@@ -441,7 +441,7 @@ public final class PostgresCluster: ClusterCoordinator, NodeLinkReceiver {
                         // Offers and confirmations are handled here, on the listener's event loop: the
                         // engine only hands over and answers (no waiting), and a hop to a queue cost
                         // a thread wake-up per notification. Their order against the announcements
-                        // on the queue does not matter (`Engine.take`).
+                        // on the queue does not matter (`DeliveryCore.take`).
                         if channel == self.channel, payload.utf8.first == NotifySeal.marker {
                             return self.notified(channel: channel, payload: payload)
                         }

@@ -186,4 +186,26 @@ import Testing
                 [.release(DeviceConnectionID(2), writes: [], close: false)])
         #expect(core.sessions.online.isEmpty)
     }
+
+    @Test func aTopicMessageIsWrittenForItsSubscribersAndHandedToThoseConnectedAfterTheCommit() {
+        var core = Self.core(devices: [("a", .active), ("b", .active), ("c", .active)])
+        for token in ["a", "b"] { _ = core.topics.add(.init(senderID: "111", name: "news"), token: token, at: 0) }
+        Self.connected(&core, "a")
+        let plan = core.fanOut(Message(messageID: "m1"), to: .topic("news"), senderID: "111", from: "/topics/news",
+                               now: Self.now, nowMicros: 9)
+        guard case .write(let fanOut, let queued, let members, let micros) = plan else { Issue.record("write: \(plan)"); return }
+        #expect(members == ["a", "b"] && micros == 9 && fanOut.audience == .subscribers(senderID: "111", topic: "news"))
+        // After the commit only the connected member with its backlog read gets it now.
+        let effects = core.fannedOut(queued, members: members, now: Self.now)
+        #expect(Self.delivered(effects).count == 1)
+        #expect(effects.allSatisfy { if case .deliver(DeviceConnectionID(1), let d, _, _, _) = $0 { d[0].message.token == "a" } else { false } })
+    }
+
+    @Test func aTopicMessageOverTheSendersRateIsRefusedBeforeItGetsAnID() {
+        var core = DeliveryCore(settings: Self.settings, topicRate: MessageRate(windows: [MessageRate.Window(limit: 1, periodMillis: 60_000)!]))
+        let first = core.fanOut(Message(messageID: "m1"), to: .topic("news"), senderID: "111", from: "/topics/news", now: Self.now, nowMicros: 1)
+        let second = core.fanOut(Message(messageID: "m2"), to: .topic("news"), senderID: "111", from: "/topics/news", now: Self.now, nowMicros: 2)
+        guard case .write = first, case .overRate(let topic, let wait) = second else { Issue.record("\(first) then \(second)"); return }
+        #expect(topic == "news" && wait > 0 && core.lastMicros == 1)
+    }
 }

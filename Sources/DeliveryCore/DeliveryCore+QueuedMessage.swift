@@ -1,13 +1,11 @@
-import DeliveryCore
 import PushDomain
 import StoreModel
-import Synchronization
 
 /// What the store keeps for a device: a message as the device will see it, and the notices the
 /// service gives the device itself.
-extension Engine {
+extension DeliveryCore {
     /// `from`: what the device sees as the sender (`/topics/T` for a topic message), default the sender ID.
-    static func queuedMessage(_ m: Message, token: String, app: String, senderID: String, from: String? = nil,
+    package static func queuedMessage(_ m: Message, token: String, app: String, senderID: String, from: String? = nil,
                               deviceMessageID: String, now: Int64) -> QueuedMessage {
         let isNotification = m.notification != nil
         let priority = m.effectivePriority
@@ -37,7 +35,7 @@ extension Engine {
 
     /// HTTP v1's platform blocks, kept with the stored message for the platform views
     /// (`PlatformRendering`), with the cross-platform `notification` / `data` where android changed them.
-    static func platformBlocks(_ m: Message) -> String? {
+    package static func platformBlocks(_ m: Message) -> String? {
         var blocks: [String: JSONValue] = [:]
         if let android = m.android { blocks["android"] = android }
         if let apns = m.apns { blocks["apns"] = apns }
