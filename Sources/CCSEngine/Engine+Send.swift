@@ -12,27 +12,7 @@ extension Engine {
     /// for a device group; an acceptance only after the message is committed or delivered (or
     /// deliberately not stored: dry run, TTL 0).
     public func send(_ request: SendRequest, completion given: @escaping @Sendable ([SendResult]) -> Void) {
-        let answer: @Sendable ([SendResult]) -> Void
-        if !observers.isEmpty {
-            let start = ContinuousClock.now
-            answer = { [self] results in
-                let took = ContinuousClock.now - start
-                report(.sendTook(request.origin.api,
-                                 nanoseconds: took.components.seconds * 1_000_000_000 + took.components.attoseconds / 1_000_000_000))
-                given(results)
-            }
-        } else {
-            answer = given
-        }
-        let completion: @Sendable ([SendResult]) -> Void
-        if faults.isActive(.accepted) {
-            completion = { [self] results in
-                answer(results)
-                applyAcceptedFaults(sender: request.sender, results: results)
-            }
-        } else {
-            completion = answer
-        }
+        let completion = answering(request, given)
         switch request.target {
         case .token(let token) where NotificationKey.groupID(of: token) != nil:
             // A notification key and a token share `to`; only a string of the key's form is a key
@@ -52,6 +32,25 @@ extension Engine {
             sendToGroup(request.message, key: key, senderID: request.sender, completion: completion)
         case .apnsDeviceToken(let deviceToken):
             sendAPNs(request.message, deviceToken: deviceToken, bundleID: request.sender, completion: completion)
+        }
+    }
+
+    /// The request's answer, with what follows it in one place: how long the request took (for the
+    /// observers, only when there are any) and the fault rules that act on an accepted message (only
+    /// when one does). Nothing is wrapped when neither is on.
+    private func answering(_ request: SendRequest, _ given: @escaping @Sendable ([SendResult]) -> Void)
+        -> @Sendable ([SendResult]) -> Void {
+        let start: ContinuousClock.Instant? = observers.isEmpty ? nil : .now
+        let faulted = faults.isActive(.accepted)
+        guard start != nil || faulted else { return given }
+        return { [self] results in
+            if let start {
+                let took = ContinuousClock.now - start
+                report(.sendTook(request.origin.api,
+                                 nanoseconds: took.components.seconds * 1_000_000_000 + took.components.attoseconds / 1_000_000_000))
+            }
+            given(results)
+            if faulted { applyAcceptedFaults(sender: request.sender, results: results) }
         }
     }
 
