@@ -397,35 +397,12 @@ extension Engine {
         link?.close()
     }
 
-    /// Marks the installation removed in memory and returns the writes that make it so on disk.
+    /// Marks the installation removed in memory (`DeliveryCore.uninstall`) and returns the writes that
+    /// make it so on disk, the connection to close, and the core's own undo.
     static func uninstalling(_ before: DeviceRecord, replacedBy fresh: DeviceRecord? = nil, _ s: inout State)
         -> Change<(any DeviceLink)?> {
-        let token = before.token
-        var device = before
-        device.status = .uninstalled
-        if let fresh { device.replacedBy = fresh.token }
-        s.registry.update(device)
-        // Offline at once: nothing more is handed to it; the caller closes the connection.
-        let link = s.dropDevice(token)
-        let topics = s.topics.removeAll(token: token)
-        var ops: [StoreOp] = [.upsertDevice(device), .removeAllMessages(token: token), .clearTray(token: token)]
-        if !topics.isEmpty { ops.append(.removeSubscriptions(token: token)) }
-        if let fresh {
-            s.registry.add(fresh)
-            ops.append(.upsertDevice(fresh))
-            if let apns = fresh.apnsToken { ops.append(.removeAPNsFeedbackToken(bundleID: fresh.app, deviceToken: apns)) }
-        }
-        return Change(value: link, ops: ops, undo: { [device] s in
-            var freshRemoved = false
-            if let fresh, s.registry.devices[fresh.token] == fresh {
-                s.registry.remove(fresh.token)
-                freshRemoved = true
-            }
-            guard s.registry.devices[token] == device else { return }
-            // Adding it again gives the APNs token back to the old registration.
-            if freshRemoved { s.registry.add(before) } else { s.registry.update(before) }
-            for (topic, at) in topics { s.topics.add(topic, token: token, at: at) }
-        })
+        let u = s.core.uninstall(before, replacedBy: fresh)
+        return Change(value: s.release(u.effects).first, ops: u.ops, undo: { s in s.core.undo(u) })
     }
 
     /// Re-installing the app: a fresh registration (new token) for the same app, senders and platform.

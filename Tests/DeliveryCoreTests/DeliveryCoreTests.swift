@@ -208,4 +208,34 @@ import Testing
         guard case .write = first, case .overRate(let topic, let wait) = second else { Issue.record("\(first) then \(second)"); return }
         #expect(topic == "news" && wait > 0 && core.lastMicros == 1)
     }
+
+    @Test func anUninstallTakesTheDeviceOfflineAndOutOfItsTopicsAndItsUndoPutsThemBack() {
+        var core = Self.core()
+        _ = core.topics.add(.init(senderID: "111", name: "news"), token: "t", at: 5)
+        Self.connected(&core)
+        let before = core.registry.devices["t"]!
+        let u = core.uninstall(before)
+        #expect(core.registry.devices["t"]?.status == .uninstalled && core.sessions.online["t"] == nil)
+        #expect(u.effects == [.release(DeviceConnectionID(1), writes: [], close: true)])
+        #expect(u.ops == [.upsertDevice(u.after), .removeAllMessages(token: "t"), .clearTray(token: "t"), .removeSubscriptions(token: "t")])
+        #expect(core.topics.subscribers(of: .init(senderID: "111", name: "news")).isEmpty)
+        core.undo(u)
+        #expect(core.registry.devices["t"] == before)
+        #expect(core.topics.subscribers(of: .init(senderID: "111", name: "news")) == ["t"])
+    }
+
+    @Test func aReinstallsUndoRemovesTheFreshRegistrationAndGivesTheOldItsAPNsTokenBack() {
+        var core = DeliveryCore(settings: Self.settings)
+        let old = DeviceRecord(token: "old", deviceID: "d1", secret: "s", app: "com.example", platform: .ios, senders: ["111"],
+                               createdAt: 0, apnsToken: "aa")
+        core.registry.add(old)
+        let fresh = DeviceRecord(token: "new", deviceID: "d2", secret: "s", app: "com.example", platform: .ios, senders: ["111"],
+                                 createdAt: 1, apnsToken: "aa")
+        let u = core.uninstall(old, replacedBy: fresh)
+        #expect(core.registry.holder(ofAPNsToken: "aa")?.token == "new" && u.after.replacedBy == "new")
+        #expect(u.ops.contains(.removeAPNsFeedbackToken(bundleID: "com.example", deviceToken: "aa")))
+        core.undo(u)
+        #expect(core.registry.devices["new"] == nil && core.registry.devices["old"] == old)
+        #expect(core.registry.holder(ofAPNsToken: "aa")?.token == "old")
+    }
 }
