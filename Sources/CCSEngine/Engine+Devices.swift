@@ -366,19 +366,8 @@ extension Engine {
     /// Changes foreground/background and idle/active; leaving idle hands over what Doze held back.
     public func setDeviceState(token: String, foreground: Bool?, idle: Bool?) async throws(DeviceManagementError) -> DeviceState {
         let (newState, woke): (DeviceState, Bool) = try await change { s in
-            guard let before = s.registry.devices[token] else { return .failure(.unknownDevice(token)) }
-            let stateBefore = s.registry.deviceStates[token] ?? DeviceState()
-            var st = stateBefore
-            if let foreground { st.foreground = foreground }
-            if let idle { st.idle = idle }
-            var device = before
-            device.state = st.json
-            s.registry.update(device, state: st)
-            let woke = (stateBefore.idle && !st.idle) || foreground == true
-            return .success(Change(value: (st, woke), ops: [.upsertDevice(device)], undo: { [device] s in
-                guard s.registry.devices[token] == device else { return }
-                s.registry.update(before, state: stateBefore)
-            }))
+            guard let c = s.core.setState(token, foreground: foreground, idle: idle) else { return .failure(.unknownDevice(token)) }
+            return .success(Change(value: (c.state, c.woke), ops: c.ops, undo: { s in s.core.undo(c) }))
         }
         // Leaving Doze, or coming to the foreground (iOS data messages), may release held messages.
         if woke, let link = state.withLock({ $0.link(of: token) }) {

@@ -238,4 +238,15 @@ import Testing
         #expect(core.registry.devices["new"] == nil && core.registry.devices["old"] == old)
         #expect(core.registry.holder(ofAPNsToken: "aa")?.token == "old")
     }
+
+    @Test func leavingDozeWakesTheDeviceAndTheUndoPutsTheStateBack() {
+        var core = Self.core()
+        let idle = core.setState("t", foreground: nil, idle: true)
+        #expect(idle?.woke == false && core.registry.deviceStates["t"] == DeviceState(foreground: true, idle: true))
+        let active = core.setState("t", foreground: nil, idle: false)
+        #expect(active?.woke == true && active?.ops == [.upsertDevice(core.registry.devices["t"]!)])
+        if let active { core.undo(active) }
+        #expect(core.registry.deviceStates["t"] == DeviceState(foreground: true, idle: true))
+        #expect(core.setState("nobody", foreground: true, idle: nil) == nil)
+    }
 }
