@@ -1,3 +1,5 @@
+import PushDomain
+
 /// The rules in force and where each one stands: a value type, so that deciding is a pure function
 /// of the rules and the traffic seen so far (the same traffic gets the same faults).
 public struct FaultPlan: Sendable {
@@ -66,26 +68,5 @@ public struct FaultPlan: Sendable {
 
     public var statuses: [(rule: FaultRule, matched: Int, fired: Int)] {
         entries.map { ($0.rule, $0.matched, $0.fired) }
-    }
-}
-
-/// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and the same sequence on every platform, which
-/// is what a reproducible fault run needs (the standard library's generator is not seedable).
-struct SplitMix64: Sendable {
-    var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1), from the top 53 bits.
-    mutating func nextUnit() -> Double {
-        Double(next() >> 11) * (1.0 / 9_007_199_254_740_992.0)
     }
 }

@@ -56,15 +56,11 @@ public enum NotificationKey {
     /// SplitMix64 output as bytes: a fixed, portable stream (Swift's Hasher is seeded per process,
     /// and a key must decode the same after a restart).
     private static func stream(seed: UInt64, count: Int) -> [UInt8] {
-        var state = seed
+        var random = SplitMix64(seed: seed)
         var out: [UInt8] = []
         out.reserveCapacity(count + 8)
         while out.count < count {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            z ^= z >> 31
+            let z = random.next()
             for shift in stride(from: 0, to: 64, by: 8) { out.append(UInt8(truncatingIfNeeded: z >> UInt64(shift))) }
         }
         return Array(out.prefix(count))

@@ -7,18 +7,6 @@ import Testing
 /// stored messages, confirmations known and unknown, backlog reads): after every event its sessions
 /// keep their invariants, and what it tells the host names only what it may.
 @Suite struct DeliveryCoreSequenceTests {
-    /// A small seeded generator (SplitMix64): the same seed, the same sequence.
-    struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     /// What the host would hold: the current connection per token and the early writes the core named.
     struct Host {
         var current: [String: DeviceConnectionID] = [:]
@@ -63,7 +51,7 @@ import Testing
             core.registry.add(DeviceRecord(token: t, deviceID: "d-" + t, secret: "s", app: "com.example", platform: .android,
                                            senders: ["111"], createdAt: 0))
         }
-        var rng = Seeded(state: seed)
+        var rng = SplitMix64(seed: seed)
         var host = Host()
         var nextConnection: UInt = 0, nextWrite: UInt64 = 0, nextMessage = 0
         let now: Int64 = 1_000_000

@@ -5,22 +5,11 @@ import Testing
 /// Whatever a client sends, the validator answers with a refusal (or, for a valid request, an
 /// acceptance) and never traps: truncated and altered bodies, odd header values, random bytes.
 @Suite struct HostileInputTests {
-    /// A fixed-seed generator (SplitMix64), so that a failure repeats.
-    struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     @Test func alteredBodiesAreRefusedWithAReason() throws {
         let f = PushFixtures()
         let good = try f.request("payload")
-        var rng = Seeded(state: 42)
+        var rng = SplitMix64(seed: 42)
         for _ in 0..<300 {
             var r = good
             switch Int.random(in: 0..<4, using: &rng) {
