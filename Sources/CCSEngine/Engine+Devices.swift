@@ -427,23 +427,17 @@ extension Engine {
     /// be any of the installation's tokens. Returns the record, `canonicalToken` the new token.
     public func refreshToken(_ token: String) async throws(DeviceManagementError) -> DeviceRecord {
         try await change { s in
-            guard let before = s.registry.installation(token) else { return .failure(.unknownDevice(token)) }
-            let key = before.token
-            guard before.status == .active else {
+            // The new token keeps the installation's instance id (the part before the colon).
+            let instance = s.registry.installation(token).flatMap { RegistrationToken.instanceID(of: $0.token) }
+                ?? RegistrationToken.makeInstanceID()
+            switch s.core.refresh(token, to: RegistrationToken.make(instanceID: instance), limit: Self.maximumRefreshedTokens) {
+            case .success(let r): return .success(Change(value: r.after, ops: r.ops, undo: { s in s.core.undo(r) }))
+            case .failure(.unknown): return .failure(.unknownDevice(token))
+            case .failure(.uninstalled):
                 return .failure(.invalidRequest("the app was uninstalled: its tokens are dead and get no new one"))
+            case .failure(.tooMany(let limit)):
+                return .failure(.invalidRequest("this installation has had \(limit) tokens after its first; it gets no more (reinstall it)"))
             }
-            guard before.refreshedTokens.count < Self.maximumRefreshedTokens else {
-                return .failure(.invalidRequest("this installation has had \(Self.maximumRefreshedTokens) tokens after its first; it gets no more (reinstall it)"))
-            }
-            let instance = RegistrationToken.instanceID(of: before.token) ?? RegistrationToken.makeInstanceID()
-            let fresh = RegistrationToken.make(instanceID: instance)
-            var after = before
-            after.refreshedTokens.append(fresh)
-            s.registry.update(after)
-            return .success(Change(value: after, ops: [.upsertDevice(after)], undo: { [after] s in
-                guard s.registry.devices[key] == after else { return }
-                s.registry.update(before)
-            }))
         }
     }
 
@@ -459,28 +453,10 @@ extension Engine {
             // Restored whole if the store refuses the change (rare: a failing disk); a change made in
             // between by another caller would then be lost from memory, never from the disk.
             let before = s
-            var ops: [StoreOp] = [.removeSenderData(senderID: sender)]
-            var links: [any DeviceLink] = []
-            var removed = 0
-            for (token, device) in s.registry.devices where device.senders.contains(sender) {
-                if device.senders == [sender] {
-                    removed += 1
-                    s.registry.remove(token)
-                    if let link = s.dropDevice(token) { links.append(link) }
-                    _ = s.topics.removeAll(token: token)
-                } else {
-                    var shared = device
-                    shared.senders.removeAll { $0 == sender }
-                    s.registry.update(shared)
-                    ops.append(.upsertDevice(shared))
-                }
-            }
-            for (topic, tokens) in s.topics.subscribers where topic.senderID == sender {
-                for token in tokens { _ = s.topics.remove(topic, token: token) }
-            }
-            s.groups.removeAll(sender: sender)
+            let reset = s.core.resetSender(sender)
+            let links = s.release(reset.effects)
             s.outbound.forget(sender: sender)
-            return .success(Change(value: (removed, links), ops: ops, undo: { s in s = before }))
+            return .success(Change(value: (reset.removed, links), ops: reset.ops, undo: { s in s = before }))
         }
         for link in links { link.close() }
         try? await journal?.removeAll(sender: sender)
@@ -492,22 +468,14 @@ extension Engine {
     /// material stay. Returns how many devices were removed.
     public func reset() async throws(DeviceManagementError) -> Int {
         let (count, links): (Int, [any DeviceLink]) = try await change { s in
-            let registryBefore = s.registry
-            let groupsBefore = s.groups
-            let topicsBefore = s.topics
-            let count = s.registry.devices.count
-            s.registry.removeAllDevices()
-            s.groups.removeAll()
-            let links = s.dropAllDevices()
+            let reset = s.core.resetDevices()
+            let links = s.release(reset.effects)
             let queuedBefore = s.outbound.takeAllQueued()
-            s.topics = TopicRegistry()
             s.outbound.forgetInFlight(sender: nil)
-            return .success(Change(value: (count, links), ops: [.removeAllDevices], undo: { s in
+            return .success(Change(value: (reset.count, links), ops: reset.ops, undo: { s in
                 guard s.registry.devices.isEmpty else { return }
-                s.registry.restoreDevices(from: registryBefore)
+                s.core.undo(reset)
                 s.outbound.restore(queuedBefore)
-                s.topics = topicsBefore
-                s.groups = groupsBefore
             }))
         }
         for link in links { link.close() }

@@ -249,4 +249,40 @@ import Testing
         #expect(core.registry.deviceStates["t"] == DeviceState(foreground: true, idle: true))
         #expect(core.setState("nobody", foreground: true, idle: nil) == nil)
     }
+
+    @Test func aSendersResetRemovesItsOwnDevicesAndLeavesSharedOnesWithoutIt() {
+        var core = Self.core(devices: [("own", .active)])
+        core.registry.add(DeviceRecord(token: "shared", deviceID: "d-s", secret: "s", app: "com.example", platform: .android,
+                                       senders: ["111", "222"], createdAt: 0))
+        _ = core.topics.add(.init(senderID: "111", name: "news"), token: "shared", at: 0)
+        Self.connected(&core, "own")
+        let reset = core.resetSender("111")
+        #expect(reset.removed == 1 && reset.effects == [.release(DeviceConnectionID(1), writes: [], close: true)])
+        #expect(core.registry.devices["own"] == nil && core.registry.devices["shared"]?.senders == ["222"])
+        #expect(reset.ops == [.removeSenderData(senderID: "111"), .upsertDevice(core.registry.devices["shared"]!)])
+        #expect(core.topics.subscribers(of: .init(senderID: "111", name: "news")).isEmpty)
+    }
+
+    @Test func aResetOfEveryDeviceIsTakenBackUnlessADeviceCameSince() {
+        var core = Self.core(devices: [("a", .active), ("b", .active)])
+        _ = core.topics.add(.init(senderID: "111", name: "news"), token: "a", at: 0)
+        let reset = core.resetDevices()
+        #expect(reset.count == 2 && core.registry.devices.isEmpty && core.topics.subscribers.isEmpty)
+        core.undo(reset)
+        #expect(Set(core.registry.devices.keys) == ["a", "b"] && core.topics.subscribers(of: .init(senderID: "111", name: "news")) == ["a"])
+        let again = core.resetDevices()
+        core.registry.add(DeviceRecord(token: "c", deviceID: "d-c", secret: "s", app: "x", platform: .android, senders: ["111"], createdAt: 1))
+        core.undo(again)
+        #expect(Set(core.registry.devices.keys) == ["c"], "a device registered since: the newer state stands")
+    }
+
+    @Test func aRefreshAddsTheNewestTokenWithinTheLimitAndItsUndoTakesItBack() {
+        var core = Self.core()
+        guard case .success(let r) = core.refresh("t", to: "t2", limit: 1) else { Issue.record("refreshed"); return }
+        #expect(core.registry.installation("t2")?.token == "t" && r.ops == [.upsertDevice(r.after)])
+        #expect(core.refresh("t2", to: "t3", limit: 1) == .failure(.tooMany(limit: 1)))
+        core.undo(r)
+        #expect(core.registry.installation("t2") == nil && core.registry.devices["t"]?.refreshedTokens == [])
+        #expect(core.refresh("nobody", to: "x", limit: 1) == .failure(.unknown))
+    }
 }
