@@ -105,9 +105,6 @@ public final class Engine: Sendable {
         state = Locked(s)
         connectObservers()
     }
-    func nextMicros(_ s: inout State) -> Int64 {
-        s.core.nextMicros(now: clock.nowMicros())
-    }
     // MARK: effects outside the lock
 
     enum Send {
