@@ -6,11 +6,6 @@ import StoreModel
 /// rule, the feedback service's tuples. The gateway (APNsGateway) maps its frames into a `Message` and
 /// `Target.apnsDeviceToken` and calls `send`, like every other front end.
 extension Engine {
-    /// Apple keeps only the most recent notification per app while the device is offline. A device
-    /// here runs one app, so one collapse key per device expresses the rule with the store's own
-    /// collapse: a newer APNs notification replaces the stored one (docs/apns.md).
-    static let apnsStoreAndForwardKey = DeliveryCore.apnsStoreAndForwardKey
-
     /// Who a device token is, for the gateway's status 8 (it must answer before the next notification
     /// on the connection is read, so it asks synchronously; `send` repeats the check).
     public enum APNsRecipient: Sendable, Equatable {
@@ -90,7 +85,7 @@ extension Engine {
         fields.add("sent_time", now)
         fields.add("ttl", Int64(m.timeToLive))
         return QueuedMessage(token: token, deviceMessageID: deviceMessageID, senderID: bundleID,
-                             appMessageID: m.messageID, collapseKey: apnsStoreAndForwardKey,
+                             appMessageID: m.messageID, collapseKey: DeliveryCore.apnsStoreAndForwardKey,
                              priority: m.effectivePriority.rawValue, timeToLive: m.timeToLive, enqueuedAt: now,
                              expiresAt: now + Int64(m.timeToLive) * 1000, deliveryReceiptRequested: false,
                              kind: .apnsNotification, payload: fields.finished())

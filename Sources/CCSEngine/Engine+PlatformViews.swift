@@ -5,10 +5,6 @@ import PlatformRendering
 
 /// What each platform's device is shown: a stored message rendered for the device it is handed to.
 extension Engine {
-    static func platformView(of m: QueuedMessage, platform: Platform, app: String, appInBackground: Bool) -> String? {
-        DeliveryCore.platformView(of: m, platform: platform, app: app, appInBackground: appInBackground)
-    }
-
     /// The view a device would get for this queued message now (its platform, its app's state):
     /// what the admin API shows beside the payload.
     public func platformView(of m: QueuedMessage) -> JSONValue? {

@@ -123,7 +123,7 @@ public final class Engine: Sendable {
                 report(.handedOver(deliveries, platform))
                 if link.wantsPlatformViews {
                     for i in deliveries.indices {
-                        deliveries[i].view = Self.platformView(of: deliveries[i].message, platform: platform, app: app,
+                        deliveries[i].view = DeliveryCore.platformView(of: deliveries[i].message, platform: platform, app: app,
                                                                appInBackground: background)
                     }
                 }

@@ -126,7 +126,9 @@ extension DeliveryCore {
                              deliveryReceiptRequested: false, kind: .deletedMessages, payload: payload)
     }
 
-    /// Apple's store-and-forward collapse key (one stored notification per device and app).
+    /// Apple keeps only the most recent notification per app while the device is offline. A device
+    /// here runs one app, so one collapse key per device expresses the rule with the store's own
+    /// collapse: a newer APNs notification replaces the stored one (docs/apns.md).
     package static let apnsStoreAndForwardKey = "apns:store-and-forward"
 
     /// Whether a message handed over live must still collapse older ones in the store. Always, but for
