@@ -66,6 +66,7 @@ extension Emulator {
         c.projectMessageRate = config.projectMessageRate
         c.topicMessageRate = config.topicMessageRate
         c.collapsibleThrottle = config.collapsibleThrottle
+        c.shards = min(config.shards ?? max(1, config.eventLoopThreads), Engine.maximumShards)
         return c
     }
 

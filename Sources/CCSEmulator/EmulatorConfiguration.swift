@@ -56,6 +56,9 @@ public struct EmulatorConfiguration: Sendable {
     /// devices under test, and one loop per core measured no faster on 2 cores while costing more CPU
     /// per message (cross-thread hand-offs, lock contention; docs/benchmarks.md).
     public var eventLoopThreads = max(1, System.coreCount / 2)
+    /// The engine's shards (`Engine.Configuration.shards`); nil: one per event-loop thread, at most
+    /// `Engine.maximumShards`.
+    public var shards: Int?
     /// Upstream/receipt window per app-server connection, ACK timeout, connection cap per sender.
     public var maxUnackedOutbound = 100
     /// Messages handed to one device connection and not yet ACKed, at most (`--device-window`).

@@ -27,7 +27,7 @@ extension Engine {
 
     /// Messages handed to the device's connection that it has not ACKed yet (0 when offline).
     public func handedOverUnacknowledged(token: String) -> Int {
-        state.withLock { $0.sessions.online[token]?.inFlight.count ?? 0 }
+        shard(token).withLock { $0.sessions.online[token]?.inFlight.count ?? 0 }
     }
 
     /// Devices registered (installed or not), for `GET /emulator/v1/info`.
@@ -36,7 +36,7 @@ extension Engine {
 
 extension Engine {
     /// Devices with an open connection on the device channel.
-    public var onlineDeviceCount: Int { state.withLock { $0.sessions.online.count } }
+    public var onlineDeviceCount: Int { eachShard { $0.sessions.online.count }.reduce(0, +) }
     /// App-server connections, open and authenticated.
     public var appServerConnectionCount: Int { state.withLock { $0.outbound.connections.count } }
 }

@@ -39,7 +39,7 @@ extension Engine {
     /// Permissive mode's provisioning on first use: the first key a sender is seen with is recorded.
     func recordSender(_ senderID: String, key: String) {
         let now = clock.nowMillis()
-        let new: SenderRecord? = state.withLock { s in
+        let new: SenderRecord? = everywhere { s in
             if s.registry.senders[senderID] != nil { return nil }
             let record = SenderRecord(senderID: senderID, serverKey: key, createdAt: now)
             s.registry.setSender(record)
@@ -84,7 +84,7 @@ extension Engine {
     /// Ends every connection, app servers' and devices' (shutdown, after draining).
     public func closeAllConnections() {
         let links: [any AppServerLink] = state.withLock { $0.appServers.values.map(\.link) }
-        let devices: [any DeviceLink] = state.withLock { s in s.sessions.online.values.compactMap { s.deviceLinks[$0.connection] } }
+        let devices: [any DeviceLink] = eachShard { s in s.sessions.online.values.compactMap { s.deviceLinks[$0.connection] } }.flatMap { $0 }
         for l in links { l.close() }
         for d in devices { d.close() }
     }

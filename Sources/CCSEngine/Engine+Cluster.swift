@@ -9,7 +9,7 @@ extension Engine: ClusterEvents {
 
     /// Another node committed messages for a device connected here: hand over what it may take.
     public func clusterQueueChanged(token: String) {
-        let link = state.withLock { s -> (any DeviceLink)? in
+        let link = shard(token).withLock { s -> (any DeviceLink)? in
             guard let online = s.sessions.online[token], online.loaded else { return nil }
             return s.deviceLinks[online.connection]
         }
@@ -36,7 +36,7 @@ extension Engine: ClusterEvents {
             byToken[m.token, default: []].append(m)
         }
         for token in order {
-            let sends = state.withLock { s in
+            let sends = shard(token).withLock { s in
                 apply(s.core.liveOffered(byToken[token]!, to: token, from: node, now: now), &s)
             }
             perform(sends)
@@ -50,26 +50,33 @@ extension Engine: ClusterEvents {
     public func clusterLiveConfirmed(deviceMessageIDs: [String]) {
         var settled: [(Offered, EarlyWrite)] = []
         var removals: [StoreOp] = []
-        state.withLock { s in
-            for id in deviceMessageIDs {
-                switch s.sessions.confirmOffer(id) {
-                case .pending(let o):
-                    // The host calls the write off (its ticket takes the writer's lock), then tells the core.
-                    if let early = s.earlyWrite(o.early), early.ticket.cancel() {
-                        s.sessions.offerCalledOff(id)
-                        _ = s.forget(o.early)
-                        settled.append((o, early))
-                    } else {
-                        s.sessions.offerTaken(id)
-                    }
-                case .written(let token): removals.append(.removeMessage(token: token, deviceMessageID: id))
-                case .unknown: break
-                }
-            }
+        // Each offer is in its device's shard (and the shards' ids are apart: one shard finds it).
+        for shard in shards {
+            shard.withLock { s in Self.confirmOffers(deviceMessageIDs, &s, settled: &settled, removals: &removals) }
         }
         if !removals.isEmpty { committer.submit(removals) }
         for (o, early) in settled {
             early.settle(.accepted(token: o.message.token, deviceMessageID: o.message.deviceMessageID))
+        }
+    }
+
+    /// One shard's part of `clusterLiveConfirmed`: the offers it holds of `ids`.
+    private static func confirmOffers(_ ids: [String], _ s: inout State, settled: inout [(Offered, EarlyWrite)],
+                                      removals: inout [StoreOp]) {
+        for id in ids {
+            switch s.sessions.confirmOffer(id) {
+            case .pending(let o):
+                // The host calls the write off (its ticket takes the writer's lock), then tells the core.
+                if let early = s.earlyWrite(o.early), early.ticket.cancel() {
+                    s.sessions.offerCalledOff(id)
+                    _ = s.forget(o.early)
+                    settled.append((o, early))
+                } else {
+                    s.sessions.offerTaken(id)
+                }
+            case .written(let token): removals.append(.removeMessage(token: token, deviceMessageID: id))
+            case .unknown: break
+            }
         }
     }
 
@@ -97,26 +104,26 @@ extension Engine: ClusterEvents {
             switch change {
             case .device(let token):
                 let record = try store.device(token: token)
-                let online = state.withLock { s -> (any DeviceLink)? in
+                everywhere { s in
                     if let record { s.registry.add(record) } else { s.registry.remove(token) }
-                    return s.sessions.online[token]?.loaded == true ? s.link(of: token) : nil
                 }
+                let online = shard(token).withLock { s in s.sessions.online[token]?.loaded == true ? s.link(of: token) : nil }
                 // A state change (out of Doze, to the foreground) may admit what waits.
                 if let online { deliverBacklog(token: token, link: online) }
             case .sender(let id):
                 let record = try store.sender(id: id)
-                state.withLock { s in
+                everywhere { s in
                     if let record { s.registry.setSender(record) } else { s.registry.removeSender(id) }
                 }
             case .subscriptions(let token):
                 let subscriptions = try store.subscriptions(token: token)
-                state.withLock { s in
+                everywhere { s in
                     _ = s.topics.removeAll(token: token)
                     for t in subscriptions { _ = s.topics.add(.init(senderID: t.senderID, name: t.topic), token: token, at: t.addedAt) }
                 }
             case .deviceGroup(let id):
                 let record = try store.deviceGroup(id: id)
-                state.withLock { $0.groups.restore(record, id: id) }
+                everywhere { $0.groups.restore(record, id: id) }
             case .clock(let millis):
                 // Forward only: a node never takes back time it has shown (an older announcement,
                 // or this node's own later advance, wins).
@@ -127,7 +134,7 @@ extension Engine: ClusterEvents {
                 let devices = try store.loadDevices()
                 let subscriptions = try store.loadSubscriptions()
                 let groups = try store.loadDeviceGroups()
-                state.withLock { s in
+                everywhere { s in
                     s.registry.replaceSenders(senders)
                     s.registry.removeAllDevices()
                     for d in devices { s.registry.add(d) }

@@ -37,6 +37,9 @@ extension Engine {
         public var topicMessageRate: MessageRate? = nil
         /// FCM's throttling of collapsible messages per device; nil: none (the default).
         public var collapsibleThrottle: CollapsibleThrottleRate? = nil
+        /// The shards devices are partitioned over, each a delivery core under its own lock
+        /// (`serve --shards`; the emulator's default is one per event loop). 1 … `Engine.maximumShards`.
+        public var shards = 1
 
         public init(authMode: AuthMode = .permissive, configuredSenders: [String: String] = [:],
                     maxSendersPerDevice: Int = 100, maxCollapseKeys: Int = 4, maxStoredNonCollapsible: Int = 100,

@@ -35,7 +35,7 @@ extension Engine {
             ops.append(.removeAPNsFeedbackToken(bundleID: record.app, deviceToken: apnsToken))
         }
         try await commit(ops)
-        state.withLock { $0.registry.add(record) }
+        everywhere { $0.registry.add(record) }
         registered(record)
         return record
     }
@@ -99,11 +99,16 @@ extension Engine {
         var ops: [StoreOp]
         /// Takes the change back; it should touch only what is still as this change left it.
         var undo: @Sendable (inout State) -> Void
+        /// The connections the change took offline, to be closed outside the lock.
+        var closes: [any DeviceLink] = []
     }
 
     /// Changes memory and submits the writes that make it durable in one critical section, so the disk
     /// sees changes in the order memory does; then waits for the commit. If it fails, `undo` runs
     /// under the lock and the caller gets `storeFailure`: memory never keeps what the disk refused.
+    /// The change is made in every shard (each holds the registry, topics and groups), the hub first:
+    /// a refusal there is one everywhere. The writes are the hub's (every shard's are the same); the
+    /// connections to close are each shard's own.
     func change<T: Sendable>(_ body: (inout State) -> Result<Change<T>, DeviceManagementError>) async throws(DeviceManagementError) -> T {
         try await change(storeFailure: { .storeFailure($0) }, body)
     }
@@ -112,29 +117,39 @@ extension Engine {
     /// from a store error's text.
     func change<T: Sendable, E: Error & Sendable>(storeFailure: @escaping @Sendable (String) -> E,
                                                   _ body: (inout State) -> Result<Change<T>, E>) async throws(E) -> T {
+        var closing: [any DeviceLink] = []
         let outcome: Result<T, E> = await withCheckedContinuation {
             (cont: CheckedContinuation<Result<T, E>, Never>) in
-            let refusal: E? = state.withLock { s in
-                let change: Change<T>
-                switch body(&s) {
-                case .failure(let error): return error
-                case .success(let planned): change = planned
+            let refusal: E? = withEveryShard { held in
+                var changes: [Change<T>] = []
+                for pointer in held {
+                    switch body(&pointer.pointee) {
+                    case .failure(let error):
+                        if changes.isEmpty { return error }
+                        // The shards hold the same registry: what the hub allowed, each allows.
+                        logger.error("a shard refused a change the hub made", metadata: ["error": "\(error)"])
+                        changes.append(Change(value: changes[0].value, ops: [], undo: { _ in }))
+                    case .success(let planned): changes.append(planned)
+                    }
                 }
-                // The completion takes this lock: the committer never runs it inside `submit`, also
+                closing = changes.flatMap(\.closes)
+                let undos = changes.map(\.undo)
+                // The completion takes the locks: the committer never runs it inside `submit`, also
                 // not once it has stopped (it then fails later, and the change is taken back then).
-                committer.submit(change.ops, urgent: true) { [self] error in
+                committer.submit(changes[0].ops, urgent: true) { [self, value = changes[0].value] error in
                     guard let error else {
-                        cont.resume(returning: .success(change.value))
+                        cont.resume(returning: .success(value))
                         return
                     }
                     logger.error("a state change could not be stored", metadata: ["error": "\(error)"])
-                    state.withLock { change.undo(&$0) }
+                    withEveryShard { held in for (pointer, undo) in zip(held, undos) { undo(&pointer.pointee) } }
                     cont.resume(returning: .failure(storeFailure("\(error)")))
                 }
                 return nil
             }
             if let refusal { cont.resume(returning: .failure(refusal)) }
         }
+        for link in closing { link.close() }
         return try outcome.get()
     }
 
@@ -161,14 +176,14 @@ extension Engine {
     }
 
     public func isOnline(token: String) -> Bool {
-        state.withLock { $0.sessions.online[token] != nil }
+        shard(token).withLock { $0.sessions.online[token] != nil }
     }
 
     /// A device connection is up: it replaces any older connection of the same device and receives
     /// everything stored for it that it may take, then every message committed later.
     public func deviceConnected(token: String, link: any DeviceLink) {
         // The core closes the device's older connection and asks for the queue's read.
-        let sends = state.withLock { s in
+        let sends = shard(token).withLock { s in
             let id = s.deviceLinks.register(link)
             return apply(s.core.deviceConnected(token, connection: id), &s)
         }
@@ -177,7 +192,7 @@ extension Engine {
         // another node commits later is announced here, and one it committed before is in that read
         // (what the first read handed over is not handed over twice).
         cluster?.deviceOnline(token: token) { [self] in
-            if state.withLock({ $0.isCurrent(token, link) }) { deliverBacklog(token: token, link: link) }
+            if shard(token).withLock({ $0.isCurrent(token, link) }) { deliverBacklog(token: token, link: link) }
         }
     }
 
@@ -192,7 +207,7 @@ extension Engine {
             do { stored = try store.queuedMessages(token: token) } catch {
                 return backlogReadFailed(token: token, link: link, attempt: attempt, error: error)
             }
-            let sends = state.withLock { s -> [Send] in
+            let sends = shard(token).withLock { s -> [Send] in
                 guard let id = s.deviceLinks.id(of: link),
                       let effects = s.core.backlogRead(stored, token: token, connection: id, now: now) else { return [] }
                 return apply(effects, &s)
@@ -211,7 +226,7 @@ extension Engine {
     /// its next bind reads the queue anew. Until a read succeeds nothing is handed over on it (a
     /// message sent meanwhile is stored), so nothing goes ahead of what the queue holds.
     private func backlogReadFailed(token: String, link: any DeviceLink, attempt: Int, error: any Error) {
-        let current = state.withLock { s -> Bool in
+        let current = shard(token).withLock { s -> Bool in
             guard let id = s.deviceLinks.id(of: link) else { return false }
             return s.core.backlogReadFailed(token: token, connection: id)
         }
@@ -230,7 +245,7 @@ extension Engine {
     /// take them now (Doze). Otherwise they wait in the queue.
     func handOver(_ messages: [QueuedMessage], to token: String) {
         let now = clock.nowMillis()
-        let sends = state.withLock { s in apply(s.core.handOver(messages, to: token, now: now), &s) }
+        let sends = shard(token).withLock { s in apply(s.core.handOver(messages, to: token, now: now), &s) }
         perform(sends)
     }
 
@@ -257,17 +272,23 @@ extension Engine {
 
     /// Messages handed over live whose write is still waiting (the store does not hold them yet).
     private func unwrittenLive(token: String?) -> [QueuedMessage] {
-        // In one critical section: a message offered to another node's device (`offered`).
-        typealias Live = (message: QueuedMessage, ticket: WriteTicket?)
-        let (entries, offered) = state.withLock { s -> ([Live], [Live]) in
-            let offered = s.sessions.offered.values.filter { token == nil || $0.message.token == token }
-                .map { ($0.message, s.earlyWrite($0.early)?.ticket) }
-            let held = token.map { s.sessions.online[$0].map { Array($0.inFlight.values) } ?? [] }
-                ?? s.sessions.online.values.flatMap { $0.inFlight.values }
-            return (held.filter { $0.early != nil }.map { ($0.message, s.earlyWrite($0.early)?.ticket) }, offered)
+        let pending: [(message: QueuedMessage, ticket: WriteTicket?)]
+        if let token {
+            pending = shard(token).withLock { s in Self.unwrittenLive(token: token, s) }
+        } else {
+            pending = eachShard { s in Self.unwrittenLive(token: nil, s) }.flatMap { $0 }
         }
-        return entries.filter { $0.ticket?.isPending == true }.map(\.message)
-            + offered.filter { $0.ticket?.isPending == true }.map(\.message)
+        return pending.filter { $0.ticket?.isPending == true }.map(\.message)
+    }
+
+    /// One shard's live messages (of `token`, or of all its devices) with the tickets of their writes.
+    /// In one critical section: a message offered to another node's device (`offered`) too.
+    private static func unwrittenLive(token: String?, _ s: State) -> [(message: QueuedMessage, ticket: WriteTicket?)] {
+        let offered = s.sessions.offered.values.filter { token == nil || $0.message.token == token }
+            .map { ($0.message, s.earlyWrite($0.early)?.ticket) }
+        let held = token.map { s.sessions.online[$0].map { Array($0.inFlight.values) } ?? [] }
+            ?? s.sessions.online.values.flatMap { $0.inFlight.values }
+        return held.filter { $0.early != nil }.map { ($0.message, s.earlyWrite($0.early)?.ticket) } + offered
     }
 
     /// The device's queue as the service holds it: what is stored, plus messages handed to its
@@ -292,7 +313,7 @@ extension Engine {
     }
 
     public func deviceDisconnected(token: String, link: any DeviceLink) {
-        let removed = state.withLock { s -> Bool in
+        let removed = shard(token).withLock { s -> Bool in
             guard let id = s.deviceLinks.id(of: link) else { return false }
             let effects = s.core.deviceDisconnected(token, connection: id)
             _ = s.release(effects)
@@ -305,7 +326,7 @@ extension Engine {
     /// to the sender; a notification for a backgrounded app lands in the tray.
     public func deviceAcknowledged(token: String, deviceMessageID: String) {
         if faults.isActive(.deviceAck) {
-            let sender = state.withLock { $0.sessions.online[token]?.inFlight[deviceMessageID]?.message.senderID }
+            let sender = shard(token).withLock { $0.sessions.online[token]?.inFlight[deviceMessageID]?.message.senderID }
             let subject = FaultSubject(sender: sender, token: token, messageID: deviceMessageID, origin: "device:\(token)")
             for action in faults.decide(.deviceAck, subject) {
                 switch action {
@@ -330,7 +351,7 @@ extension Engine {
         let now = clock.nowMillis()
         // One critical section: the core's confirmation, the host's call-off of the write, the device.
         typealias Found = (Confirmation, DeliveryCore.ConfirmingDevice?, calledOff: EarlyWrite?, refill: (any DeviceLink)?)
-        let found: Found? = state.withLock { s in
+        let found: Found? = shard(token).withLock { s in
             guard let c = s.core.confirm(deviceMessageID, token: token) else { return nil }
             // The host calls the write off (its ticket takes the writer's lock), then tells the core.
             let early = s.forget(c.entry.early)
@@ -370,7 +391,7 @@ extension Engine {
             return .success(Change(value: (c.state, c.woke), ops: c.ops, undo: { s in s.core.undo(c) }))
         }
         // Leaving Doze, or coming to the foreground (iOS data messages), may release held messages.
-        if woke, let link = state.withLock({ $0.link(of: token) }) {
+        if woke, let link = shard(token).withLock({ $0.link(of: token) }) {
             deliverBacklog(token: token, link: link)
         }
         return newState
@@ -379,19 +400,18 @@ extension Engine {
     /// The app is uninstalled: the token is dead for good, its queue and tray are dropped, and its
     /// connection is closed. Later downstream to it gets DEVICE_UNREGISTERED.
     public func uninstall(token: String) async throws(DeviceManagementError) {
-        let link: (any DeviceLink)? = try await change { s in
+        let _: Void = try await change { s in
             guard let before = s.registry.installation(token) else { return .failure(.unknownDevice(token)) }
             return .success(Self.uninstalling(before, &s))
         }
-        link?.close()
     }
 
     /// Marks the installation removed in memory (`DeliveryCore.uninstall`) and returns the writes that
     /// make it so on disk, the connection to close, and the core's own undo.
     static func uninstalling(_ before: DeviceRecord, replacedBy fresh: DeviceRecord? = nil, _ s: inout State)
-        -> Change<(any DeviceLink)?> {
+        -> Change<Void> {
         let u = s.core.uninstall(before, replacedBy: fresh)
-        return Change(value: s.release(u.effects).first, ops: u.ops, undo: { s in s.core.undo(u) })
+        return Change(value: (), ops: u.ops, undo: { s in s.core.undo(u) }, closes: s.release(u.effects))
     }
 
     /// Re-installing the app: a fresh registration (new token) for the same app, senders and platform.
@@ -408,14 +428,13 @@ extension Engine {
         }
         let fresh = try newRegistration(app: old.app, senders: old.senders, platform: old.platform,
                                         webSubscription: subscription, apnsToken: old.apnsToken)
-        let link: (any DeviceLink)? = try await change { s in
+        let _: Void = try await change { s in
             guard let before = s.registry.devices[old.token] else { return .failure(.unknownDevice(token)) }
             if let newer = before.replacedBy {
                 return .failure(.invalidRequest("this installation was already re-installed as \(newer)"))
             }
             return .success(Self.uninstalling(before, replacedBy: fresh, &s))
         }
-        link?.close()
         registered(fresh)
         return fresh
     }
@@ -426,11 +445,13 @@ extension Engine {
     /// as the canonical registration id (docs/semantics.md, "Canonical registration ids"). `token` may
     /// be any of the installation's tokens. Returns the record, `canonicalToken` the new token.
     public func refreshToken(_ token: String) async throws(DeviceManagementError) -> DeviceRecord {
-        try await change { s in
-            // The new token keeps the installation's instance id (the part before the colon).
-            let instance = s.registry.installation(token).flatMap { RegistrationToken.instanceID(of: $0.token) }
-                ?? RegistrationToken.makeInstanceID()
-            switch s.core.refresh(token, to: RegistrationToken.make(instanceID: instance), limit: Self.maximumRefreshedTokens) {
+        // The new token keeps the installation's instance id (the part before the colon). Drawn once:
+        // the change is made in every shard, which must all give it the same token.
+        let instance = device(token: token).flatMap { RegistrationToken.instanceID(of: $0.token) }
+            ?? RegistrationToken.makeInstanceID()
+        let fresh = RegistrationToken.make(instanceID: instance)
+        return try await change { s in
+            switch s.core.refresh(token, to: fresh, limit: Self.maximumRefreshedTokens) {
             case .success(let r): return .success(Change(value: r.after, ops: r.ops, undo: { s in s.core.undo(r) }))
             case .failure(.unknown): return .failure(.unknownDevice(token))
             case .failure(.uninstalled):
@@ -449,16 +470,15 @@ extension Engine {
     /// shared with other senders stay, without this sender. The sender's credentials and app-server
     /// connections stay. Returns how many devices were removed.
     public func reset(sender: String) async throws(DeviceManagementError) -> Int {
-        let (count, links): (Int, [any DeviceLink]) = try await change { s in
+        let count: Int = try await change { s in
             // Restored whole if the store refuses the change (rare: a failing disk); a change made in
             // between by another caller would then be lost from memory, never from the disk.
             let before = s
             let reset = s.core.resetSender(sender)
             let links = s.release(reset.effects)
             s.outbound.forget(sender: sender)
-            return .success(Change(value: (reset.removed, links), ops: reset.ops, undo: { s in s = before }))
+            return .success(Change(value: reset.removed, ops: reset.ops, undo: { s in s = before }, closes: links))
         }
-        for link in links { link.close() }
         try? await journal?.removeAll(sender: sender)
         return count
     }
@@ -467,25 +487,23 @@ extension Engine {
     /// waiting for app servers; device connections close. Senders, app-server connections, the clock and the TLS
     /// material stay. Returns how many devices were removed.
     public func reset() async throws(DeviceManagementError) -> Int {
-        let (count, links): (Int, [any DeviceLink]) = try await change { s in
+        return try await change { s in
             let reset = s.core.resetDevices()
             let links = s.release(reset.effects)
             let queuedBefore = s.outbound.takeAllQueued()
             s.outbound.forgetInFlight(sender: nil)
-            return .success(Change(value: (reset.count, links), ops: reset.ops, undo: { s in
+            return .success(Change(value: reset.count, ops: reset.ops, undo: { s in
                 guard s.registry.devices.isEmpty else { return }
                 s.core.undo(reset)
                 s.outbound.restore(queuedBefore)
-            }))
+            }, closes: links))
         }
-        for link in links { link.close() }
-        return count
     }
 
     /// Closes the device's connection (the device goes offline), if it has one.
     @discardableResult
     public func disconnectDevice(token: String) -> Bool {
-        guard let link = state.withLock({ $0.link(of: token) }) else { return false }
+        guard let link = shard(token).withLock({ $0.link(of: token) }) else { return false }
         link.close()
         return true
     }
@@ -495,8 +513,8 @@ extension Engine {
     public func tapNotification(token: String, deviceMessageID: String) async throws(DeviceManagementError) -> TrayEntry? {
         guard device(token: token) != nil else { throw .unknownDevice(token) }
         let claim = token + " " + deviceMessageID
-        guard state.withLock({ $0.sessions.claimTap(claim) }) else { return nil }
-        defer { state.withLock { $0.sessions.endTap(claim) } }
+        guard withDevice(token, { $0.sessions.claimTap(claim) }) else { return nil }
+        defer { withDevice(token) { $0.sessions.endTap(claim) } }
         let entries: [TrayEntry]
         do { entries = try store.tray(token: token) } catch { throw .storeFailure("\(error)") }
         guard let entry = entries.first(where: { $0.deviceMessageID == deviceMessageID }) else { return nil }

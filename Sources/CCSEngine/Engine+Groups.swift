@@ -19,8 +19,10 @@ extension Engine {
     /// encoding for `create`, the caller's own key for `add` and `remove`). Durable before it returns.
     public func manageDeviceGroup(sender: String, _ operation: DeviceGroupOperation) async throws(DeviceGroupError) -> String {
         let now = clock.nowMillis()
+        // Drawn once: the change is made in every shard, which must all name a new group alike.
+        let newID = NotificationKey.newGroupID()
         let change: DeviceGroupChange = try await change(storeFailure: { DeviceGroupError.storeFailure($0) }) { s in
-            let decided = s.groups.plan(operation, sender: sender, now: now, newID: NotificationKey.newGroupID) { token in
+            let decided = s.groups.plan(operation, sender: sender, now: now, newID: { newID }) { token in
                 guard let d = s.registry.installation(token) else { return false }
                 return d.status == .active && d.senders.contains(sender)
             }
@@ -115,9 +117,9 @@ extension Engine {
     /// Drops dead members. Not awaited: the send's answer already names them; memory and the write's
     /// submission share the critical section, so the disk sees group changes in memory's order.
     private func prune(_ dead: Set<String>, fromGroup id: String) {
-        state.withLock { s in
-            guard let pruned = s.groups.pruning(dead, fromGroup: id) else { return }
-            s.groups.apply(.save(pruned))
+        withEveryShard { held in
+            guard let pruned = held[0].pointee.groups.pruning(dead, fromGroup: id) else { return }
+            for pointer in held { pointer.pointee.groups.apply(.save(pruned)) }
             committer.submit(.upsertDeviceGroup(pruned)) { [logger] error in
                 // Memory keeps the pruning: the members are dead either way, and the next send to
                 // the group after a restart prunes them again.

@@ -62,7 +62,7 @@ extension Engine {
     func send(_ message: Message, to given: String, senderID: String, origin: Origin = .fcm,
               completion answered: @escaping @Sendable (SendResult) -> Void) {
         let now = clock.nowMillis(), micros = clock.nowMicros()
-        let lookup = state.withLock { s in
+        let lookup = withDevice(given) { s in
             s.core.lookUp(message, given: given, senderID: senderID, origin: origin, now: now, nowMicros: micros)
         }
         let found: DeliveryCore.Recipient
@@ -125,7 +125,7 @@ extension Engine {
         let to = queued.token
         // Built outside the lock: the stored limits' notice is a rendering of its own.
         let limits = early == nil ? DeliveryCore.storageLimits(coreSettings, token: to, senderID: queued.senderID, now: now) : nil
-        let plan = state.withLock { s -> Plan in
+        let plan = shard(to).withLock { s -> Plan in
             let id = early.map { s.keep($0) }
             let submission = s.core.submit(queued, early: id, limits: limits, now: now)
             if case .live = submission {} else { _ = s.forget(id) }
@@ -171,7 +171,7 @@ extension Engine {
         let early = EarlyWrite(ticket: WriteTicket(), settle: completion)
         let id = queued.deviceMessageID
         // Under the lock for the same reason as `submit`: an uninstall comes before or after, not between.
-        let submitted = state.withLock { s -> Bool in
+        let submitted = shard(queued.token).withLock { s -> Bool in
             guard s.registry.devices[queued.token]?.status == .active else { return false }
             let limits = s.core.storageLimits(token: queued.token, senderID: queued.senderID, now: queued.enqueuedAt)
             s.sessions.offer(Offered(message: queued, early: s.keep(early)), id: id)
@@ -179,7 +179,7 @@ extension Engine {
             committer.submit([.enqueue(queued, limits: limits)], ticket: early.ticket) { [self] error in
                 // Written: a confirmation that came meanwhile, or comes later, removes it (the device
                 // has it), after this commit in the writer's order.
-                let confirmed = state.withLock { s -> Bool in
+                let confirmed = shard(queued.token).withLock { s -> Bool in
                     guard let offer = s.sessions.offerWritten(id, token: queued.token, succeeded: error == nil) else { return false }
                     _ = s.forget(offer.early)
                     return offer.confirmed

@@ -6,15 +6,15 @@ import StoreModel
 extension Engine {
     /// Reads again the queues of connected devices whose held messages may go now.
     func releaseThrottled(now: Int64) {
-        let due = state.withLock { s -> [(String, any DeviceLink)] in
+        let due = eachShard { s -> [(String, any DeviceLink)] in
             s.core.throttleDue(now: now).compactMap { due in s.deviceLinks[due.connection].map { (due.token, $0) } }
-        }
+        }.flatMap { $0 }
         for (token, link) in due { deliverBacklog(token: token, link: link) }
     }
 
     /// The device message ids the throttle holds back for `token` (the admin queue view marks them).
     public func throttledMessageIDs(token: String) -> Set<String> {
-        state.withLock { s in
+        shard(token).withLock { s in
             guard let throttle = s.throttle else { return [] }
             return Set(throttle.heldIDs(token))
         }

@@ -69,43 +69,65 @@ extension Engine {
         }
     }
 
-    /// Checks every change, applies the valid ones in memory and submits them in one batch under the
-    /// lock (so that a send after this call sees them, and the store gets them in that order); waits
-    /// for the commit and undoes them in memory if it fails.
+    /// Checks every change, applies the valid ones in memory (in every shard, the hub's answers
+    /// counting) and submits them in one batch under the locks (so that a send after this call sees
+    /// them, and the store gets them in that order); waits for the commit and undoes them in memory
+    /// if it fails.
     private func changeSubscriptions(
         _ changes: [TopicSubscriptionChange],
         apply: (inout State, TopicSubscriptionChange) -> Result<StoreOp?, TopicSubscriptionError>,
         undo: @escaping @Sendable (inout State, TopicSubscriptionChange) -> Void
     ) async -> [Result<Void, TopicSubscriptionError>] {
-        var results = [Result<Void, TopicSubscriptionError>](repeating: .success(()), count: changes.count)
-        var applied: [TopicSubscriptionChange] = []
-        var changes = changes
+        var planned = SubscriptionPlan(changes: changes)
         let written: Bool = await withCheckedContinuation { continuation in
-            state.withLock { s in
-                var ops: [StoreOp] = []
-                for index in changes.indices {
-                    // A refreshed token subscribes its installation (the subscriptions are the app's).
-                    guard let device = s.registry.installation(changes[index].token), device.status == .active else {
-                        results[index] = .failure(.notFound); continue
-                    }
-                    changes[index].token = device.token
-                    let change = changes[index]
-                    guard device.senders.contains(change.senderID) else { results[index] = .failure(.senderMismatch); continue }
-                    switch apply(&s, change) {
-                    case .failure(let error): results[index] = .failure(error)
-                    case .success(let op?): ops.append(op); applied.append(change)
-                    case .success(nil): break
-                    }
-                }
-                if ops.isEmpty { continuation.resume(returning: true); return }
-                committer.submit(ops) { error in continuation.resume(returning: error == nil) }
+            withEveryShard { held in
+                planned = Self.planSubscriptions(changes, &held[0].pointee, apply)
+                for pointer in held.dropFirst() { _ = Self.planSubscriptions(changes, &pointer.pointee, apply) }
+                if planned.ops.isEmpty { continuation.resume(returning: true); return }
+                committer.submit(planned.ops) { error in continuation.resume(returning: error == nil) }
             }
         }
-        if written { return results }
+        if written { return planned.results }
         logger.error("storing topic subscriptions failed")
-        state.withLock { s in for change in applied { undo(&s, change) } }
-        let failed = Set(applied.map(\.token))
-        return zip(changes, results).map { change, result in failed.contains(change.token) ? .failure(.internalError) : result }
+        everywhere { s in for change in planned.applied { undo(&s, change) } }
+        let failed = Set(planned.applied.map(\.token))
+        return zip(planned.changes, planned.results).map { change, result in failed.contains(change.token) ? .failure(.internalError) : result }
+    }
+
+    /// What a batch of subscription changes did in one shard: each one's answer, the writes, the
+    /// changes made (a refreshed token's named by its installation's).
+    private struct SubscriptionPlan {
+        var changes: [TopicSubscriptionChange]
+        var results: [Result<Void, TopicSubscriptionError>]
+        var ops: [StoreOp] = []
+        var applied: [TopicSubscriptionChange] = []
+
+        init(changes: [TopicSubscriptionChange]) {
+            self.changes = changes
+            results = .init(repeating: .success(()), count: changes.count)
+        }
+    }
+
+    private static func planSubscriptions(
+        _ changes: [TopicSubscriptionChange], _ s: inout State,
+        _ apply: (inout State, TopicSubscriptionChange) -> Result<StoreOp?, TopicSubscriptionError>
+    ) -> SubscriptionPlan {
+        var plan = SubscriptionPlan(changes: changes)
+        for index in changes.indices {
+            // A refreshed token subscribes its installation (the subscriptions are the app's).
+            guard let device = s.registry.installation(changes[index].token), device.status == .active else {
+                plan.results[index] = .failure(.notFound); continue
+            }
+            plan.changes[index].token = device.token
+            let change = plan.changes[index]
+            guard device.senders.contains(change.senderID) else { plan.results[index] = .failure(.senderMismatch); continue }
+            switch apply(&s, change) {
+            case .failure(let error): plan.results[index] = .failure(error)
+            case .success(let op?): plan.ops.append(op); plan.applied.append(change)
+            case .success(nil): break
+            }
+        }
+        return plan
     }
 
     /// The token's topics of one sender with the date each was added (ms); nil for an unknown token.
@@ -183,7 +205,7 @@ extension Engine {
         let (plan, sends) = state.withLock { s -> (DeliveryCore.FanOutPlan, [Send]) in
             let plan = s.core.fanOut(message, to: audience, senderID: senderID, from: from, now: now, nowMicros: nowMicros)
             switch plan {
-            case .live(let effects, _): return (plan, apply(effects, &s))
+            case .live(let effects, _, _, _): return (plan, apply(effects, &s))  // the hub's devices; the others' below
             case .write(let fanOut, let queued, let members, let micros):
                 committer.submit(.fanOut(fanOut)) { [self] error in
                     if let error {
@@ -192,7 +214,7 @@ extension Engine {
                         return
                     }
                     report(.fannedOut(queued, topic: from == senderID ? nil : from, devices: members.count))
-                    handOverFannedOut(queued, members: members)
+                    handOverFannedOut(queued, members: members, in: shards[...])
                     completion([.fannedOut(messageID: micros)])
                 }
                 return (plan, [])
@@ -204,15 +226,19 @@ extension Engine {
         case .overRate(let topic, let wait):
             completion([.refused(.topicsMessageRateExceeded(topic: topic, retryAfterMillis: wait))])
         case .dryRun(let micros): completion([.fannedOut(messageID: micros)])
-        case .live(_, let micros):
+        case .live(_, let queued, let members, let micros):
             perform(sends)
+            // A time to live of 0: the other shards' members connected now get it, nothing is stored.
+            handOverFannedOut(queued, members: members, in: shards.dropFirst())
             completion([.fannedOut(messageID: micros)])
         }
     }
 
-    /// After the commit: the members connected here get it now.
-    private func handOverFannedOut(_ queued: QueuedMessage, members: Set<String>) {
+    /// After the commit: the members connected here get it now, shard by shard.
+    private func handOverFannedOut(_ queued: QueuedMessage, members: Set<String>, in shards: ArraySlice<Shard>) {
         let now = clock.nowMillis()
-        perform(state.withLock { s in apply(s.core.fannedOut(queued, members: members, now: now), &s) })
+        for shard in shards {
+            perform(shard.withLock { s in apply(s.core.fannedOut(queued, members: members, now: now), &s) })
+        }
     }
 }

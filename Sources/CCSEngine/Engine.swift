@@ -36,7 +36,12 @@ public final class Engine: Sendable {
     /// What the delivery core was made with (`State.core`), for what the host builds outside the lock.
     let coreSettings: DeliveryCore.Settings
     let logger: Logger
-    let state: Locked<State>
+    /// The hub: shard 0, which also holds the app-server side (the outbound router, the app servers'
+    /// links and upstream writes) and the topics' rate (docs/architecture.md, "Shards").
+    let state: Shard
+    /// Every shard (`shards[0]` is `state`): each holds its devices' sessions, rates, throttle, links
+    /// and early writes, and its own copy of the registry, topics and groups (Engine+Shards.swift).
+    let shards: [Shard]
     /// Told of every new registration once it is stored (Web Push delivery links new web devices).
     let registrationObservers = Locked<[RegistrationObserver]>([])
     struct RegistrationObserver: Sendable {
@@ -81,28 +86,10 @@ public final class Engine: Sendable {
             deviceWindow: configuration.deviceWindow, maxCollapseKeys: configuration.maxCollapseKeys,
             maxStoredNonCollapsible: configuration.maxStoredNonCollapsible, clustered: cluster != nil,
             messageIDSlot: messageIDSlot)
-        var s = State(core: DeliveryCore(
-            settings: coreSettings,
-            deviceRate: configuration.deviceMessageRate, topicRate: configuration.topicMessageRate,
-            throttle: configuration.collapsibleThrottle, lastMicros: try committer.store.largestMessageMicros()))
-        s.registry.replaceSenders(try committer.store.loadSenders())
-        for device in try committer.store.loadDevices() {
-            s.registry.add(device)  // newest last: its APNs token wins
-        }
-        for t in try committer.store.loadSubscriptions() {
-            s.topics.add(.init(senderID: t.senderID, name: t.topic), token: t.token, at: t.addedAt)
-        }
-        s.groups = DeviceGroupRegistry(try committer.store.loadDeviceGroups())
-        // In a cluster, upstream messages and receipts are taken from the store when an app server
-        // connects (`ClusterCoordinator.claimOutbound`): another node may be sending them now.
-        for record in cluster == nil ? try committer.store.loadOutbound() : [] {
-            s.outbound.append(record)
-            if record.kind == .upstream {
-                _ = s.outbound.claimUpstreamID(record.messageID, for: UpstreamHolder(sender: record.senderID, token: record.token),
-                                               limit: .max)
-            }
-        }
-        state = Locked(s)
+        let loaded = try Self.load(committer.store, settings: coreSettings, configuration: configuration,
+                                   shards: max(1, min(configuration.shards, Self.maximumShards)), clustered: cluster != nil)
+        shards = loaded.map { Shard($0) }
+        state = shards[0]
         connectObservers()
     }
     // MARK: effects outside the lock

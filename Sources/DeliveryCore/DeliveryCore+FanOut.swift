@@ -15,8 +15,9 @@ extension DeliveryCore {
         case overRate(topic: String, retryAfterMillis: Int64)
         /// Checked and counted nothing: the answer names the message id.
         case dryRun(micros: Int64)
-        /// A time to live of 0: the members that take it now get it, nothing is stored.
-        case live([DeviceEffect], micros: Int64)
+        /// A time to live of 0: the members that take it now get it, nothing is stored. `message` and
+        /// `members` for a host whose other cores hold some of the members (`fannedOut` there).
+        case live([DeviceEffect], message: QueuedMessage, members: Set<String>, micros: Int64)
         /// Write it; once committed, `fannedOut` hands it to the members connected here.
         case write(FanOut, message: QueuedMessage, members: Set<String>, micros: Int64)
     }
@@ -59,7 +60,7 @@ extension DeliveryCore {
             for token in members where sessions.online[token]?.loaded == true {
                 effects += take([copy(of: queued, for: token)], token: token, now: now)
             }
-            return .live(effects, micros: micros)
+            return .live(effects, message: queued, members: members, micros: micros)
         }
         let fanOut = FanOut(audience: stored, message: queued,
                             limits: storageLimits(token: "", senderID: senderID, now: now),

@@ -26,3 +26,12 @@ public struct MessageIDSlot: Sendable, Equatable {
         return floor + (slot - remainder + modulus) % modulus
     }
 }
+
+extension MessageIDSlot {
+    /// One of `count` shards' part of this slot: stamps still in this slot (so nodes stay apart
+    /// whatever their shard counts), and apart from the node's other shards.
+    public func shard(_ index: Int, of count: Int) -> MessageIDSlot {
+        precondition(count > 0 && (0..<count).contains(index), "shard \(index) of \(count)")
+        return MessageIDSlot(slot: Int(slot + modulus * Int64(index)), of: Int(modulus) * count)
+    }
+}

@@ -180,6 +180,8 @@ struct Serve: AsyncParsableCommand {
     var requestTimeout = 30
     @Option(help: "Event-loop threads for the XMPP and HTTP listeners (default: half the cores, at least 1).")
     var threads: Int?
+    @Option(help: "Shards the devices are partitioned over, each with its own delivery core and lock, so that sends to devices on different shards never wait for each other (1 to 64; default: one per event-loop thread; docs/architecture.md, \"Shards\").")
+    var shards: Int?
     @Option(help: "trace, debug, info, notice, warning, error or critical (logs go to stderr).")
     var logLevel: Logger.Level = .notice
     @Option(name: .customLong("import"), help: ArgumentHelp("Replace the state in --data-dir with an export's (docs/export-format.md) before starting.", valueName: "dir"))
@@ -209,6 +211,9 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--apns-payload-limit must be 256...65535 bytes (Apple: 2048, originally 256)")
         }
         if let threads, !(1...256).contains(threads) { throw ValidationError("--threads must be 1...256") }
+        if let shards, !(1...Engine.maximumShards).contains(shards) {
+            throw ValidationError("--shards must be 1...\(Engine.maximumShards)")
+        }
         if !(0...65535).contains(clusterPort) { throw ValidationError("--cluster-port must be 0...65535") }
         if !(0...1000).contains(liveWriteDelay) { throw ValidationError("--live-write-delay must be 0...1000") }
         // Upper bounds too: these become milliseconds or nanoseconds, and an Int64 overflow (or a NaN)
@@ -297,6 +302,7 @@ struct Serve: AsyncParsableCommand {
         c.clusterHost = clusterHost
         c.liveWriteDelayMillis = liveWriteDelay
         if let threads { c.eventLoopThreads = threads }
+        c.shards = shards
         c.clock = clock
         c.xmpp.maxPendingDownstream = maxPending
         c.maxUnackedOutbound = maxUnacked

@@ -8,9 +8,11 @@ import Testing
 /// core (`State.deviceLinks`, `State.earlyWrites`) live exactly as long as the core names them: a
 /// connection while it is the device's, an early write while its message is in flight.
 @Suite struct DeviceHostTests {
+    /// Every shard's tables, added up (a device's are in its shard alone).
     static func tables(_ h: Harness) -> (links: Int, early: Int) {
-        h.engine.state.withLock { s in (s.sessions.online.values.filter { s.deviceLinks[$0.connection] != nil }.count,
-                                        s.earlyWrites.count) }
+        h.engine.eachShard { s in (s.sessions.online.values.filter { s.deviceLinks[$0.connection] != nil }.count,
+                                   s.earlyWrites.count) }
+            .reduce((0, 0)) { ($0.0 + $1.0, $0.1 + $1.1) }
     }
 
     @Test func aConfirmationBeforeTheWriteCallsItOffAnswersAndEmptiesTheTable() async throws {
@@ -35,7 +37,7 @@ import Testing
         #expect(device.ids.count == 1 && Self.tables(h) == (1, 1), "in flight until the device confirms")
         h.engine.deviceDisconnected(token: d.token, link: device)
         #expect(Self.tables(h) == (0, 0))
-        #expect(h.engine.state.withLock { $0.deviceLinks.id(of: device) } == nil)
+        #expect(h.engine.shard(d.token).withLock { $0.deviceLinks.id(of: device) } == nil)
         #expect(try h.queue(d.token).map(\.deviceMessageID) == device.ids, "unconfirmed: it waits in the store")
     }
 
@@ -45,7 +47,7 @@ import Testing
         let first = await h.connect(d.token)
         let second = await h.connect(d.token)
         #expect(first.closed.load(ordering: .relaxed) && !second.closed.load(ordering: .relaxed))
-        #expect(h.engine.state.withLock { s in s.deviceLinks.id(of: first) == nil && s.isCurrent(d.token, second) })
+        #expect(h.engine.shard(d.token).withLock { s in s.deviceLinks.id(of: first) == nil && s.isCurrent(d.token, second) })
         // The older connection's own disconnect, when it comes, changes nothing.
         h.engine.deviceDisconnected(token: d.token, link: first)
         #expect(h.engine.isOnline(token: d.token))

@@ -42,9 +42,15 @@ final class Harness: Sendable {
     init(configuration: Engine.Configuration = .init(), store: (any Persistence)? = nil, liveWriteDelay: Duration = .zero,
          cluster: (any ClusterCoordinator)? = nil, observers: [any DeliveryObserver] = []) throws {
         clock = VirtualClock(startMillis: 1_700_000_000_000)
+        var configuration = configuration
+        if configuration.shards == 1 { configuration.shards = Self.shards }
         engine = try Engine(committer: GroupCommitter(store: store ?? InMemoryStore(), cancellableDelay: liveWriteDelay),
                             clock: clock, configuration: configuration, cluster: cluster, observers: observers)
     }
+
+    /// The engine's tests run on several shards, so that every path that crosses them is taken
+    /// (`Engine.Configuration.shards`; `ShardTests` compares one shard with several).
+    static let shards = 3
 
     /// A fresh store; pass it to two harnesses, one after the other, to test a restart (or at once,
     /// for two nodes on one shared store).

@@ -137,6 +137,10 @@ class EmulatorServer:
             args += ["--config", str(self.config)]
         if not any(a == "--store" for a in self.extra_args):
             args += store_args(self.data_dir)
+        # `scripts/test` runs the suite a second time with the devices over several shards.
+        shards = os.environ.get("CCS_TEST_SHARDS")
+        if shards and "--shards" not in self.extra_args:
+            args += ["--shards", shards]
         args += self.extra_args
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.proc = track(subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out,
