@@ -38,6 +38,9 @@ extension Engine {
 
     /// Permissive mode's provisioning on first use: the first key a sender is seen with is recorded.
     func recordSender(_ senderID: String, key: String) {
+        // Known already (every legacy send of a provisioned sender asks): the hub's copy says so
+        // without taking every shard's lock.
+        if state.withLock({ $0.registry.senders[senderID] != nil }) { return }
         let now = clock.nowMillis()
         let new: SenderRecord? = everywhere { s in
             if s.registry.senders[senderID] != nil { return nil }
