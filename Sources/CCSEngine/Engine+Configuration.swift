@@ -59,10 +59,11 @@ extension Engine {
         }
     }
 
-    /// Everything the engine knows, under its one lock: the delivery core (`DeliveryCore`, a value
-    /// with no I/O), the outbound router, and the host's tables of what the core names by id. An
-    /// operation that spans components (a hand-over reads the registry and changes a session and the
-    /// queue's write in one step) sees them all at once. docs/architecture.md says why one lock.
+    /// What one shard knows, under its own lock (Engine+Shards.swift): the delivery core
+    /// (`DeliveryCore`, a value with no I/O), the outbound router (used in the hub alone), and the
+    /// host's tables of what the core names by id. An operation that spans components (a hand-over
+    /// reads the registry and changes a session and the queue's write in one step) sees them all at
+    /// once: a device's session and a copy of the registry are in the same shard.
     struct State {
         var core: DeliveryCore
         /// Upstream messages and receipts on their way to app-server connections.

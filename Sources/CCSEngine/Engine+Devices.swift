@@ -93,7 +93,7 @@ extension Engine {
         if let result { throw .storeFailure("\(result)") }
     }
 
-    /// What `change` does under the lock: the answer, the writes, and how to take the change back.
+    /// What `change` does under the locks, in one shard: the answer, the writes, and how to take the change back.
     struct Change<T: Sendable> {
         var value: T
         var ops: [StoreOp]
@@ -105,7 +105,7 @@ extension Engine {
 
     /// Changes memory and submits the writes that make it durable in one critical section, so the disk
     /// sees changes in the order memory does; then waits for the commit. If it fails, `undo` runs
-    /// under the lock and the caller gets `storeFailure`: memory never keeps what the disk refused.
+    /// under the locks and the caller gets `storeFailure`: memory never keeps what the disk refused.
     /// The change is made in every shard (each holds the registry, topics and groups), the hub first:
     /// a refusal there is one everywhere. The writes are the hub's (every shard's are the same); the
     /// connections to close are each shard's own.

@@ -22,7 +22,7 @@ extension Engine {
         _ = try await changeFaultRules { $0.removeAll(); return true }
     }
 
-    /// Changes the rules and writes the whole list; under the engine's lock so that two changes are
+    /// Changes the rules and writes the whole list; under the hub's lock so that two changes are
     /// written in the order they were made.
     private func changeFaultRules(_ body: (FaultInjector) -> Bool) async throws(DeviceManagementError) -> Bool {
         let result: Result<Bool, DeviceManagementError> = await withCheckedContinuation { cont in

@@ -112,7 +112,7 @@ extension Engine {
                       maxPendingPerSender: configuration.maxPendingOutboundPerSender, clustered: cluster != nil)
     }
 
-    /// Runs one event through the router under the lock and carries out its effects.
+    /// Runs one event through the router under the hub's lock and carries out its effects.
     func handleOutbound(_ event: OutboundEvent) {
         let now = clock.nowMillis()
         let actions = state.withLock { s in apply(s.outbound.handle(event, at: now, outboundRules), &s) }

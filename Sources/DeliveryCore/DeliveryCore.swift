@@ -9,7 +9,7 @@ import StoreModel
 ///
 /// It takes no lock, reads no clock (every time comes with its event), and reaches no connection,
 /// store or callback: connections and cancellable writes are ids (`DeviceConnectionID`, `WriteID`)
-/// whose objects the host keeps. The engine runs it under its lock and performs the effects, the
+/// whose objects the host keeps. The engine runs one per shard, each under its own lock, and performs the effects, the
 /// writes in the order given (docs/architecture.md, "The delivery core").
 package struct DeliveryCore {
     package struct Settings: Sendable {
