@@ -27,7 +27,7 @@ struct Bench: AsyncParsableCommand {
             """,
         subcommands: [BenchDownstream.self, BenchUpstream.self, BenchConnections.self, BenchXMPPChat.self,
                       BenchHTTPV1.self, BenchHTTPLegacy.self, BenchTopic.self, BenchAPNs.self, BenchWebPush.self,
-                      BenchAPNsHTTP2.self])
+                      BenchAPNsHTTP2.self, BenchEngine.self])
 }
 
 /// Options of every scenario that sends messages (downstream, upstream, xmpp-chat).

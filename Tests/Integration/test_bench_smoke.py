@@ -148,3 +148,12 @@ def test_apns_http2_counts_exactly():
     assert r["scenario"] == "apns-http2" and r["connections"] == 2 and r["devices"] == 5
     assert (r["accepted"], r["refused"], r["delivered"]) == (300, 0, 300), r
     assert r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] <= r["latency_ms"]["max"], r
+
+
+def test_engine_in_process_counts_exactly():
+    # Every message sent is given to its device, confirmed, and answered; the devices over 3 shards.
+    r = bench("engine", "--shards", "3", "--threads", "2", "--devices", "20", "--window", "10", "--duration", "0.3",
+              "--live-write-delay", "1")
+    assert r["scenario"] == "engine" and r["shards"] == 3 and r["threads"] == 2, r
+    assert r["sent"] > 0 and r["refused"] == 0, r
+    assert r["answered"] == r["sent"] == r["delivered"], r
