@@ -288,12 +288,14 @@ def test_scripts_test_says_what_it_will_do_and_how_long(tmp_path):
 
     everything = plan(CCS_TEST_TSAN="1")
     for phase in ["setup", "swift build --build-tests", "6-15 min", "swift unit tests", "integration tests",
-                  "Thread Sanitizer (scripts/tsan)", "up to 26 min", "CCS_TEST_TSAN=0 skips it", "22-23 min"]:
+                  "Thread Sanitizer (scripts/tsan)", "up to 26 min", "CCS_TEST_TSAN=0 skips it", "about 28 min",
+                  "integration tests over 3 shards"]:
         assert phase in everything, (phase, everything)
+    assert "over 3 shards" not in plan(CCS_TEST_SHARDS_PASS="0")
     assert "skipped (CCS_TEST_TSAN=0)" in plan(CCS_TEST_TSAN="0")
     unit = plan("--unit")
     assert "swift unit tests" in unit and "integration tests" not in unit and "Thread Sanitizer" not in unit, unit
     some = plan("-k", "aiofcm")
-    assert "integration tests" in some and "swift unit tests" not in some, some
+    assert "integration tests" in some and "swift unit tests" not in some and "over 3 shards" not in some, some
     # The plan is the first thing a run prints.
     assert "\nplan\nif [ \"$plan_only\" = 1 ]; then exit 0; fi\nphase \"setup\"" in (REPO / "scripts" / "test").read_text()
