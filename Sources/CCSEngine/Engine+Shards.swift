@@ -19,27 +19,25 @@ extension Engine {
 
     /// The shard holding the device whose installation token is `token`.
     func shard(_ token: String) -> Shard {
-        shards.count == 1 ? state : shards[Self.shardIndex(token, of: shards.count)]
+        shards.count == 1 ? state : shards[shardIndex(of: token)]
     }
 
     /// The index of the shard holding the device whose installation token is `token`.
-    func shardIndex(of token: String) -> Int { Self.shardIndex(token, of: shards.count) }
-
-    static func shardIndex(_ token: String, of count: Int) -> Int {
+    func shardIndex(of token: String) -> Int {
         var hasher = Hasher()
         hasher.combine(token)
-        return Int(UInt(bitPattern: hasher.finalize()) % UInt(count))
+        return Int(UInt(bitPattern: hasher.finalize()) % UInt(shards.count))
     }
 
     /// The shard of the installation `given` names (its first token, or one it was given later, whose
     /// installation may live in another shard), and `body`'s result there.
     func withDevice<R>(_ given: String, _ body: (inout State) -> R) -> R {
         if shards.count == 1 { return state.withLock { body(&$0) } }
-        let first = Self.shardIndex(given, of: shards.count)
+        let first = shardIndex(of: given)
         var elsewhere: Int?
         let found = shards[first].withLock { s -> R? in
             if s.registry.devices[given] == nil, let installation = s.registry.aliases[given] {
-                let index = Self.shardIndex(installation, of: shards.count)
+                let index = shardIndex(of: installation)
                 if index != first {
                     elsewhere = index
                     return nil
